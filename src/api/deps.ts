@@ -1,0 +1,13 @@
+/** Everything the HTTP layer needs, built once in main.ts (or by the test harness). */
+import type { Config } from '../config/env'
+import type { ManagementDeps } from '../management/context'
+import type { Logger } from '../observability/logger'
+import type { Metrics } from '../observability/metrics'
+import type { Storage } from '../storage/client'
+
+export interface AppDeps extends ManagementDeps {
+  config: Config
+  storage: Storage
+  metrics: Metrics
+  logger: Logger
+}

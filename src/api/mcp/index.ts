@@ -1,0 +1,121 @@
+/**
+ * The management MCP endpoint at /mcp (SPEC "{root_url}/mcp"): JSON-RPC 2.0 over streamable HTTP,
+ * POST only, JSON responses. The spec fixes a narrow, POST-only, JSON-only profile (405 on GET,
+ * 401/-32001 before anything else, 400 for invalid JSON-RPC), so this is a small dispatcher rather
+ * than the SDK's server transport, whose Accept negotiation and SSE defaults answer differently.
+ */
+import { Elysia } from 'elysia'
+import type { AppDeps } from '../deps'
+import { ManagementError, messages } from '../../management/errors'
+import { authenticateManagementKey, bearerToken } from '../../management/workspaces'
+import type { Actor } from '../../management/context'
+import { listTools, mcpTools } from './tools'
+
+export const mcpProtocolVersion = '2025-03-26'
+const serverInfo = { name: 'router-management', version: '1.0.0' }
+
+type JsonRpcId = string | number | null
+
+interface JsonRpcRequest {
+  jsonrpc: '2.0'
+  id?: string | number
+  method: string
+  params?: unknown
+}
+
+const jsonHeaders = { 'content-type': 'application/json', 'mcp-protocol-version': mcpProtocolVersion }
+
+function reply(status: number, body: unknown): Response {
+  return new Response(body === undefined ? null : JSON.stringify(body), { status, headers: body === undefined ? { 'mcp-protocol-version': mcpProtocolVersion } : jsonHeaders })
+}
+
+const rpcError = (id: JsonRpcId, code: number, message: string) => ({ jsonrpc: '2.0' as const, id, error: { code, message } })
+
+function isRequest(value: unknown): value is JsonRpcRequest {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false
+  const candidate = value as Record<string, unknown>
+  if (candidate.jsonrpc !== '2.0' || typeof candidate.method !== 'string') return false
+  if ('id' in candidate && typeof candidate.id !== 'string' && (typeof candidate.id !== 'number' || !Number.isFinite(candidate.id))) return false
+  if ('params' in candidate && (typeof candidate.params !== 'object' || candidate.params === null)) return false
+  return true
+}
+
+function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
+  const id = request.id ?? null
+  const params = (request.params ?? {}) as Record<string, unknown>
+  const name = params.name
+  if (typeof name !== 'string') return rpcError(id, -32602, 'Invalid params: tools/call needs a tool name.')
+  const tool = Object.hasOwn(mcpTools, name) ? mcpTools[name] : undefined
+  if (!tool) return rpcError(id, -32602, `Unknown tool: ${name.slice(0, 100)}`)
+  const input = params.arguments ?? {}
+  const failure = (text: string) => ({ jsonrpc: '2.0' as const, id, result: { content: [{ type: 'text', text }], isError: true } })
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return failure('Invalid arguments: expected an object.')
+  if (tool.write && actor.readOnly) return failure(messages.readOnly)
+  try {
+    const result = tool.run(deps, actor, input as Record<string, unknown>)
+    return { jsonrpc: '2.0' as const, id, result: { content: [{ type: 'text', text: JSON.stringify(result) }] } }
+  } catch (error) {
+    if (error instanceof ManagementError) return failure(error.message)
+    deps.logger.error('mcp_tool_failed', { tool: name, error: error instanceof Error ? error.message : String(error) })
+    return failure('Internal error while running the tool.')
+  }
+}
+
+function dispatch(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
+  const id = request.id ?? null
+  switch (request.method) {
+    case 'initialize':
+      return {
+        jsonrpc: '2.0' as const,
+        id,
+        result: {
+          protocolVersion: mcpProtocolVersion,
+          capabilities: { tools: { listChanged: false } },
+          serverInfo,
+          instructions: 'Manage provider keys, inference keys, routing rules, usage and the account of this workspace.',
+        },
+      }
+    case 'ping':
+      return { jsonrpc: '2.0' as const, id, result: {} }
+    case 'tools/list':
+      return { jsonrpc: '2.0' as const, id, result: { tools: listTools() } }
+    case 'tools/call':
+      return callTool(deps, actor, request)
+    default:
+      return rpcError(id, -32601, `Method not found: ${request.method.slice(0, 100)}`)
+  }
+}
+
+export async function handleMcp(deps: AppDeps, request: Request): Promise<Response> {
+  if (request.method !== 'POST') {
+    const response = reply(405, rpcError(null, -32000, 'Method not allowed: this endpoint accepts POST only.'))
+    response.headers.set('allow', 'POST')
+    return response
+  }
+  const actor = authenticateManagementKey(deps, bearerToken(request.headers.get('authorization')))
+  if (!actor) return reply(401, rpcError(null, -32001, messages.unauthorized))
+
+  const text = await request.text()
+  if (text.length > 1_000_000) return reply(400, rpcError(null, -32600, 'Invalid Request: body too large.'))
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return reply(400, rpcError(null, -32700, 'Parse error: the body is not valid JSON.'))
+  }
+  const batch = Array.isArray(parsed)
+  const messagesIn = batch ? (parsed as unknown[]) : [parsed]
+  if (messagesIn.length === 0 || !messagesIn.every(isRequest)) {
+    const first = messagesIn.find((message) => !isRequest(message)) as Record<string, unknown> | undefined
+    const id = first && (typeof first.id === 'string' || typeof first.id === 'number') ? first.id : null
+    return reply(400, rpcError(id, -32600, 'Invalid Request: expected a JSON-RPC 2.0 request {jsonrpc: "2.0", id, method, params?}.'))
+  }
+  // Notifications (no id) get no response object; a POST of only notifications answers 202.
+  const responses = (messagesIn as JsonRpcRequest[]).filter((message) => message.id !== undefined).map((message) => dispatch(deps, actor, message))
+  if (responses.length === 0) return reply(202, undefined)
+  return reply(200, batch ? responses : responses[0])
+}
+
+export function mcpRoutes(deps: AppDeps) {
+  return new Elysia({ name: 'mcp' }).all('/mcp', ({ request }) => handleMcp(deps, request), { parse: 'none', detail: { hide: true } })
+}

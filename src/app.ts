@@ -1,0 +1,76 @@
+/** buildApp(deps): mounts the route groups for RT_ROLE and renders every error in one place. */
+import { Elysia } from 'elysia'
+import { openapi } from '@elysiajs/openapi'
+import type { AppDeps } from './api/deps'
+import { adminRoutes } from './api/admin'
+import { mcpRoutes } from './api/mcp'
+import { healthRoutes } from './api/health'
+import { ManagementError } from './management/errors'
+import { describeViolation } from './management/schemas'
+
+const managementBodyLimit = 1_000_000
+
+function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } })
+}
+
+function notFoundResponse(path: string): Response {
+  if (path.startsWith('/v1/') || path === '/v1') {
+    return json(404, { error: { message: `No route for ${path}.`, type: 'invalid_request_error', code: 'not_found' } })
+  }
+  return json(404, { error: 'Not found.' })
+}
+
+export function buildApp(deps: AppDeps) {
+  const { role } = deps.config
+  const servesApp = role === 'all' || role === 'app'
+  const servesProxy = role === 'all' || role === 'proxy'
+
+  let app = new Elysia({ name: 'router' })
+    .onRequest(({ request }) => {
+      // Management bodies are small JSON documents; refuse oversized ones before reading them.
+      const length = Number(request.headers.get('content-length') ?? 0)
+      const path = new URL(request.url).pathname
+      if (length > managementBodyLimit && (path.startsWith('/api/') || path === '/mcp')) {
+        return json(400, { error: `Request body too large: the limit is ${managementBodyLimit} bytes.` })
+      }
+    })
+    .onError(({ code, error, request }) => {
+      if (error instanceof ManagementError) return json(error.status, error.toBody())
+      const path = new URL(request.url).pathname
+      switch (code) {
+        case 'VALIDATION': {
+          const first = (error as { valueError?: { path: string; message: string; value?: unknown; schema?: never } }).valueError
+          return json(400, { error: first ? describeViolation(first) : 'Request body is invalid.' })
+        }
+        case 'PARSE':
+          return json(400, { error: 'Malformed JSON body.' })
+        case 'NOT_FOUND':
+          return notFoundResponse(path)
+        default:
+          deps.logger.error('unhandled_error', { path, code: String(code), error: error instanceof Error ? error.message : String(error) })
+          return json(500, { error: 'Internal error.' })
+      }
+    })
+    .use(healthRoutes(deps))
+
+  if (servesApp) {
+    app = app
+      .use(
+        openapi({
+          path: '/api/v1/docs',
+          specPath: '/api/v1/openapi.json',
+          openapiVersion: '3.0.3' as never,
+          documentation: {
+            info: { title: 'Router management API', version: '1.0.0', description: 'Management API of the LLM inference meta-router.' },
+            components: { securitySchemes: { managementKey: { type: 'http', scheme: 'bearer', description: 'A management key, rt_mgmt_…' } } },
+            security: [{ managementKey: [] }],
+          },
+          exclude: { paths: [/^\/(?!api\/v1\/)/] },
+        }),
+      )
+      .use(adminRoutes(deps))
+  }
+  if (servesProxy) app = app.use(mcpRoutes(deps))
+  return app
+}

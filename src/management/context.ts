@@ -1,0 +1,36 @@
+/** What management rules need: storage, configuration, the secret box and a clock. */
+import type { Config } from '../config/env'
+import type { SecretBox } from '../storage/crypto'
+import type { Repositories } from '../storage/repositories'
+import { ManagementError, messages } from './errors'
+
+export interface ManagementDeps {
+  repositories: Repositories
+  config: Config
+  secretBox: SecretBox
+  now: () => Date
+}
+
+/** The authenticated management caller: one workspace, possibly read-only. */
+export interface Actor {
+  workspaceId: string
+  readOnly: boolean
+}
+
+export function assertCanWrite(actor: Actor) {
+  if (actor.readOnly) throw new ManagementError(403, messages.readOnly)
+}
+
+export const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** Label rule shared by keys and providers: `label` wins over `name`; longer than 120 is cut. */
+export function pickLabel(body: { name?: string | null; label?: string | null }): string | null | undefined {
+  const value = body.label !== undefined ? body.label : body.name
+  if (value === undefined) return undefined
+  if (value === null) return null
+  return value.slice(0, 120)
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}

@@ -1,0 +1,181 @@
+/** Inference key rules (SPEC "Inference key", "POST /keys body", "PATCH /keys/:id fields", "States"). */
+import { randomUUID } from 'node:crypto'
+import { displayPrefix, generateSecret, hashSecret } from '../storage/crypto'
+import type { InferenceKeyRow, KeyWithRule } from '../storage/repositories/inference-keys'
+import type { ProviderKeyRow } from '../storage/repositories/provider-keys'
+import { assertCanWrite, isPlainObject, pickLabel, uuidPattern, type Actor, type ManagementDeps } from './context'
+import { ManagementError, badRequest, messages, notFound } from './errors'
+import { parseAllowlist } from './ip-allowlist'
+import { emptyRule, presentRule, validateRoutingRule } from './routing'
+import { KeyCreateInput, KeyUpdateInput, apiShapes, assertValid, type ApiShape } from './schemas'
+
+export const inferenceKeyPrefix = 'rt_live_'
+export const defaultFailoverTtfbMs = 5000
+export const defaultUpstreamTimeoutMs = 60000
+export const keysPageSize = 100
+
+export function effectiveTimeouts(key: Pick<InferenceKeyRow, 'failoverTtfbMs' | 'upstreamTimeoutMs'>) {
+  const upstream = key.upstreamTimeoutMs ?? defaultUpstreamTimeoutMs
+  // The failover timeout never exceeds the upstream timeout (SPEC "Timeouts").
+  return { failover_ttfb_ms: Math.min(key.failoverTtfbMs ?? defaultFailoverTtfbMs, upstream), upstream_timeout_ms: upstream }
+}
+
+function providerMap(deps: ManagementDeps, actor: Actor): Map<string, ProviderKeyRow> {
+  return new Map(deps.repositories.providerKeys.list(actor.workspaceId).map((row) => [row.id, row]))
+}
+
+export function presentKey({ key, rule }: KeyWithRule, providers: ReadonlyMap<string, ProviderKeyRow>, secret?: string) {
+  return {
+    id: key.id,
+    label: key.label,
+    key_prefix: key.keyPrefix,
+    api_shape: key.apiShape,
+    companion_ads: key.companionAds,
+    keyterms: key.keyterms,
+    allowed_ips: JSON.parse(key.allowedIps) as string[],
+    steering_message: key.steeringMessage,
+    failover_ttfb_ms: key.failoverTtfbMs,
+    upstream_timeout_ms: key.upstreamTimeoutMs,
+    effective_timeouts: effectiveTimeouts(key),
+    created_at: key.createdAt,
+    last_used_at: key.lastUsedAt,
+    revoked_at: key.revokedAt,
+    routing: presentRule(rule, providers),
+    ...(secret !== undefined ? { key: secret } : {}),
+  }
+}
+export type KeyView = ReturnType<typeof presentKey>
+
+function findKey(deps: ManagementDeps, actor: Actor, id: string): KeyWithRule {
+  const found = uuidPattern.test(id) ? deps.repositories.inferenceKeys.get(actor.workspaceId, id) : undefined
+  if (!found) throw notFound(messages.keyNotFound)
+  return found
+}
+
+/** Field rules shared by create and update; returns the column values to write. */
+function settingsFromBody(deps: ManagementDeps, body: KeyCreateInput | KeyUpdateInput): Partial<InferenceKeyRow> {
+  const values: Partial<InferenceKeyRow> = {}
+  const label = pickLabel(body)
+  if (label !== undefined) values.label = label
+  if (body.companion_ads !== undefined) values.companionAds = body.companion_ads
+  // Stored as false unless the operator turned keyterms on (SPEC "Inference key").
+  if (body.keyterms !== undefined) values.keyterms = body.keyterms && deps.config.keytermsEnabled
+  if (body.allowed_ips !== undefined) values.allowedIps = JSON.stringify(parseAllowlist(body.allowed_ips))
+  if (body.steering_message !== undefined) values.steeringMessage = body.steering_message === '' ? null : body.steering_message
+  if (body.failover_ttfb_ms !== undefined) values.failoverTtfbMs = body.failover_ttfb_ms
+  if (body.upstream_timeout_ms !== undefined) values.upstreamTimeoutMs = body.upstream_timeout_ms
+  return values
+}
+
+export function listKeys(deps: ManagementDeps, actor: Actor, offsetText?: string | number): KeyView[] {
+  const offset = offsetText === undefined || offsetText === '' ? 0 : Number(offsetText)
+  if (!Number.isInteger(offset) || offset < 0) throw badRequest('Invalid offset: expected a whole number of 0 or more.')
+  const providers = providerMap(deps, actor)
+  return deps.repositories.inferenceKeys.list(actor.workspaceId, offset, keysPageSize).map((entry) => presentKey(entry, providers))
+}
+
+export function getKey(deps: ManagementDeps, actor: Actor, id: string): KeyView {
+  return presentKey(findKey(deps, actor, id), providerMap(deps, actor))
+}
+
+export function createKey(deps: ManagementDeps, actor: Actor, body: unknown): KeyView {
+  assertCanWrite(actor)
+  const input = body === undefined || body === null ? {} : body
+  if (!isPlainObject(input)) throw badRequest('Request body must be a JSON object.')
+  assertValid(KeyCreateInput, input)
+  const apiShape = input.api_shape ?? 'chat'
+  if (!(apiShapes as readonly string[]).includes(apiShape)) throw badRequest(messages.unsupportedShape)
+  const values = settingsFromBody(deps, input)
+  // Validate the whole rule before anything is written: an invalid rule creates no key.
+  const rule = input.routing !== undefined ? validateRoutingRule(deps, actor, input.routing, apiShape as ApiShape, undefined) : emptyRule()
+  const secret = generateSecret(inferenceKeyPrefix)
+  const stored = deps.repositories.inferenceKeys.insert(
+    {
+      id: randomUUID(),
+      workspaceId: actor.workspaceId,
+      keyPrefix: displayPrefix(secret, inferenceKeyPrefix),
+      secretHash: hashSecret(secret),
+      apiShape,
+      createdAt: deps.now().toISOString(),
+      ...values,
+    },
+    rule,
+  )
+  return presentKey(stored, providerMap(deps, actor), secret)
+}
+
+const updatableFields = [
+  'name',
+  'label',
+  'revoked',
+  'companion_ads',
+  'keyterms',
+  'allowed_ips',
+  'steering_message',
+  'failover_ttfb_ms',
+  'upstream_timeout_ms',
+] as const
+
+/**
+ * PATCH: every field validated first, then one transaction. A restore applies before the other
+ * fields and a revoke after them; a revoked key refuses other changes unless restored here.
+ */
+export function updateKey(deps: ManagementDeps, actor: Actor, id: string, body: unknown): KeyView {
+  assertCanWrite(actor)
+  const existing = findKey(deps, actor, id)
+  if (!isPlainObject(body) || !updatableFields.some((field) => field in body)) throw badRequest(messages.emptyBody)
+  assertValid(KeyUpdateInput, body)
+  const values = settingsFromBody(deps, body)
+  const changesOtherFields = Object.keys(values).length > 0
+  const revokedNow = existing.key.revokedAt !== null
+  if (revokedNow && changesOtherFields && body.revoked !== false) throw new ManagementError(409, messages.keyRevoked, 'key_revoked')
+
+  const steps: Partial<InferenceKeyRow>[] = []
+  if (body.revoked === false && revokedNow) steps.push({ revokedAt: null })
+  steps.push(values)
+  if (body.revoked === true && !revokedNow) steps.push({ revokedAt: deps.now().toISOString() })
+  const updated = deps.repositories.inferenceKeys.update(actor.workspaceId, id, steps)!
+  return presentKey(updated, providerMap(deps, actor))
+}
+
+/** DELETE: revoke, idempotently; the row is kept. */
+export function revokeKey(deps: ManagementDeps, actor: Actor, id: string): KeyView {
+  assertCanWrite(actor)
+  const existing = findKey(deps, actor, id)
+  if (existing.key.revokedAt !== null) return presentKey(existing, providerMap(deps, actor))
+  const updated = deps.repositories.inferenceKeys.update(actor.workspaceId, id, [{ revokedAt: deps.now().toISOString() }])!
+  return presentKey(updated, providerMap(deps, actor))
+}
+
+export function getRouting(deps: ManagementDeps, actor: Actor, id: string) {
+  return presentRule(findKey(deps, actor, id).rule, providerMap(deps, actor))
+}
+
+export function putRouting(deps: ManagementDeps, actor: Actor, id: string, body: unknown) {
+  assertCanWrite(actor)
+  const existing = findKey(deps, actor, id)
+  if (existing.key.revokedAt !== null) throw new ManagementError(409, messages.keyRevoked, 'key_revoked')
+  const rule = validateRoutingRule(deps, actor, body, existing.key.apiShape as ApiShape, existing.rule)
+  const updated = deps.repositories.inferenceKeys.update(actor.workspaceId, id, [], rule)!
+  return presentRule(updated.rule, providerMap(deps, actor))
+}
+
+/** Rotation (CLI): a new secret; the old one keeps working until `grace_until`. */
+export function rotateKey(deps: ManagementDeps, keyId: string, graceSeconds: number) {
+  const key = uuidPattern.test(keyId) ? deps.repositories.inferenceKeys.getById(keyId) : undefined
+  if (!key) throw notFound(messages.keyNotFound)
+  if (key.revokedAt !== null) throw new ManagementError(409, messages.keyRevoked, 'key_revoked')
+  if (!Number.isInteger(graceSeconds) || graceSeconds < 0) throw badRequest('Invalid grace-seconds: expected a whole number of 0 or more.')
+  const secret = generateSecret(inferenceKeyPrefix)
+  const graceUntil = new Date(deps.now().getTime() + graceSeconds * 1000).toISOString()
+  deps.repositories.inferenceKeys.update(key.workspaceId, key.id, [
+    {
+      previousKeyPrefix: key.keyPrefix,
+      previousSecretHash: key.secretHash,
+      previousSecretUntil: graceUntil,
+      keyPrefix: displayPrefix(secret, inferenceKeyPrefix),
+      secretHash: hashSecret(secret),
+    },
+  ])
+  return { key: secret, grace_until: graceUntil }
+}

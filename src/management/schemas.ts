@@ -1,0 +1,242 @@
+/**
+ * TypeBox schemas of the management inputs and outputs. The REST routes validate with them and
+ * the OpenAPI document is generated from them; management functions check the same schemas so
+ * that REST, MCP and the CLI refuse bad input with the same message.
+ */
+import { Type, type TSchema, type Static } from '@sinclair/typebox'
+import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
+import { badRequest } from './errors'
+
+const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()])
+
+export const apiShapes = ['chat', 'chat_router', 'messages', 'content', 'decisions'] as const
+export type ApiShape = (typeof apiShapes)[number]
+
+export const TargetInput = Type.Object(
+  {
+    provider_key_id: Type.String({ description: 'A provider key UUID from GET /api/v1/providers.' }),
+    weight: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000, description: 'Split only. 0 means failover-only.' })),
+    ttfb_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1000, maximum: 30000 }))),
+    gateway: Type.Optional(Type.String({ description: 'Read-only; ignored on write.' })),
+  },
+  { additionalProperties: true },
+)
+
+export const RemapInput = Type.Object(
+  {
+    match: Type.String({ minLength: 1, maxLength: 200 }),
+    percent: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+    provider_key_id: Type.String(),
+    upstream_model: Type.String({ minLength: 1, maxLength: 200 }),
+    enabled: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: true },
+)
+
+export const DecisionerInput = Type.Object(
+  {
+    provider_key_id: Type.Optional(Type.String()),
+    objective: Type.Optional(Type.Union([Type.Literal('cost'), Type.Literal('capability'), Type.Literal('efficiency')])),
+    allow_model_override: Type.Optional(Type.Boolean()),
+    max_usd_m: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+    notes: Type.Optional(Type.String({ maxLength: 500 })),
+    models: Type.Optional(Type.Array(Type.String(), { maxItems: 12 })),
+  },
+  { additionalProperties: true },
+)
+
+export const RoutingInput = Type.Object(
+  {
+    strategy: Type.Optional(Type.Union([Type.Literal('priority'), Type.Literal('split')])),
+    targets: Type.Array(TargetInput, { maxItems: 10 }),
+    model_remaps: Type.Optional(Nullable(Type.Array(RemapInput, { maxItems: 20 }))),
+    decisioner: Type.Optional(Nullable(DecisionerInput)),
+  },
+  { additionalProperties: true },
+)
+export type RoutingInput = Static<typeof RoutingInput>
+
+const AllowedIpsInput = Type.Union([Type.Array(Type.String()), Type.String()], {
+  description: 'IPv4/IPv6 addresses or CIDR ranges: an array, or one string separated by commas or newlines.',
+})
+
+export const KeyCreateInput = Type.Object(
+  {
+    name: Type.Optional(Nullable(Type.String())),
+    label: Type.Optional(Nullable(Type.String())),
+    // Checked by the management rule so an unknown value gets SPEC's exact 'Unsupported API shape.'
+    api_shape: Type.Optional(Type.Any({ type: 'string', enum: [...apiShapes] })),
+    routing: Type.Optional(RoutingInput),
+    companion_ads: Type.Optional(Type.Boolean()),
+    keyterms: Type.Optional(Type.Boolean()),
+    allowed_ips: Type.Optional(AllowedIpsInput),
+    steering_message: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
+    failover_ttfb_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1000, maximum: 30000 }))),
+    upstream_timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 5000, maximum: 90000 }))),
+  },
+  { additionalProperties: true },
+)
+export type KeyCreateInput = Static<typeof KeyCreateInput>
+
+export const KeyUpdateInput = Type.Object(
+  {
+    name: Type.Optional(Nullable(Type.String())),
+    label: Type.Optional(Nullable(Type.String())),
+    revoked: Type.Optional(Type.Boolean()),
+    companion_ads: Type.Optional(Type.Boolean()),
+    keyterms: Type.Optional(Type.Boolean()),
+    allowed_ips: Type.Optional(AllowedIpsInput),
+    steering_message: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
+    failover_ttfb_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1000, maximum: 30000 }))),
+    upstream_timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 5000, maximum: 90000 }))),
+  },
+  { additionalProperties: true },
+)
+export type KeyUpdateInput = Static<typeof KeyUpdateInput>
+
+export const ProviderCreateInput = Type.Object(
+  {
+    gateway: Type.String({ description: 'A gateway slug from GET /api/v1/gateways.' }),
+    key: Type.Optional(Type.String({ maxLength: 2000 })),
+    secret: Type.Optional(Type.String({ maxLength: 2000 })),
+    name: Type.Optional(Nullable(Type.String())),
+    label: Type.Optional(Nullable(Type.String())),
+    config: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  },
+  { additionalProperties: true },
+)
+export type ProviderCreateInput = Static<typeof ProviderCreateInput>
+
+export const ProviderUpdateInput = Type.Object(
+  {
+    name: Type.Optional(Nullable(Type.String())),
+    label: Type.Optional(Nullable(Type.String())),
+    disabled: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: true },
+)
+export type ProviderUpdateInput = Static<typeof ProviderUpdateInput>
+
+export const UsageQuery = Type.Object(
+  {
+    range: Type.Optional(Type.String({ description: '24h, 7d (default) or 30d; any other value means 7d.' })),
+    api_key_id: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+    by: Type.Optional(Type.String({ description: 'model or gateway (breakdown only).' })),
+  },
+  { additionalProperties: true },
+)
+export type UsageQuery = Static<typeof UsageQuery>
+
+// Outputs (documentation).
+export const ProviderOutput = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  gateway: Type.String(),
+  label: Type.String(),
+  key_last4: Type.String(),
+  config: Type.Record(Type.String(), Type.Unknown()),
+  created_at: Type.String(),
+  disabled_at: Nullable(Type.String()),
+})
+
+export const RoutingOutput = Type.Object({
+  strategy: Type.String(),
+  targets: Type.Array(
+    Type.Object({
+      provider_key_id: Type.String(),
+      gateway: Type.String(),
+      weight: Type.Optional(Type.Integer()),
+      ttfb_ms: Nullable(Type.Integer()),
+    }),
+  ),
+  model_remaps: Type.Array(
+    Type.Object({
+      match: Type.String(),
+      percent: Type.Integer(),
+      provider_key_id: Type.String(),
+      gateway: Type.String(),
+      upstream_model: Type.String(),
+      enabled: Type.Boolean(),
+    }),
+  ),
+  decisioner: Nullable(Type.Record(Type.String(), Type.Unknown())),
+})
+
+export const KeyOutput = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  label: Nullable(Type.String()),
+  key_prefix: Type.String(),
+  api_shape: Type.String(),
+  companion_ads: Type.Boolean(),
+  keyterms: Type.Boolean(),
+  allowed_ips: Type.Array(Type.String()),
+  steering_message: Nullable(Type.String()),
+  failover_ttfb_ms: Nullable(Type.Integer()),
+  upstream_timeout_ms: Nullable(Type.Integer()),
+  effective_timeouts: Type.Object({ failover_ttfb_ms: Type.Integer(), upstream_timeout_ms: Type.Integer() }),
+  created_at: Type.String(),
+  last_used_at: Nullable(Type.String()),
+  revoked_at: Nullable(Type.String()),
+  routing: RoutingOutput,
+  key: Type.Optional(Type.String({ description: 'Only in the creation response.' })),
+})
+
+export const ErrorOutput = Type.Object({ error: Type.String(), code: Type.Optional(Type.String()) })
+
+const compiled = new WeakMap<TSchema, TypeCheck<TSchema>>()
+
+/** `/targets/0/weight` → `targets[0].weight` */
+export function fieldName(pointer: string): string {
+  return pointer
+    .split('/')
+    .filter(Boolean)
+    .map((part, index) => (/^\d+$/.test(part) ? `[${part}]` : index === 0 ? part : `.${part}`))
+    .join('')
+}
+
+/** One readable message for the first schema violation, naming the field. */
+export function describeViolation(error: { path: string; message: string; value?: unknown; schema?: TSchema }): string {
+  const field = fieldName(error.path)
+  if (!field) return 'Request body must be a JSON object.'
+  const schema = error.schema as Record<string, unknown> | undefined
+  let expectation = error.message
+  if (schema) {
+    if (schema.anyOf || error.message === 'Expected union value') expectation = describeUnion(schema)
+    else if (typeof schema.maxLength === 'number' && typeof error.value === 'string') expectation = `must be at most ${schema.maxLength} characters`
+    else if (typeof schema.minLength === 'number' && typeof error.value === 'string') expectation = `must be at least ${schema.minLength} characters`
+    else if (schema.type === 'integer' && (typeof schema.minimum === 'number' || typeof schema.maximum === 'number') && Number.isInteger(error.value)) {
+      expectation = `must be an integer from ${schema.minimum ?? '-∞'} to ${schema.maximum ?? '∞'}`
+    } else if (typeof schema.maxItems === 'number' && Array.isArray(error.value)) expectation = `must have at most ${schema.maxItems} entries`
+    else if (Array.isArray(schema.enum)) expectation = `must be one of ${schema.enum.join(', ')}`
+  }
+  return `Invalid ${field}: ${expectation.replace(/^Expected /, 'expected ')}.`
+}
+
+function describeUnion(schema: Record<string, unknown>): string {
+  const variants = (schema.anyOf as Record<string, unknown>[] | undefined) ?? []
+  const names = variants.map((variant) => {
+    if ('const' in variant) return JSON.stringify(variant.const)
+    if (variant.type === 'null') return 'null'
+    if (variant.type === 'integer') {
+      return typeof variant.minimum === 'number' ? `an integer from ${variant.minimum} to ${variant.maximum}` : 'an integer'
+    }
+    if (variant.type === 'string') return typeof variant.maxLength === 'number' ? `a string of at most ${variant.maxLength} characters` : 'a string'
+    if (variant.type === 'array') return 'an array'
+    if (variant.type === 'object') return 'an object'
+    if (variant.type === 'boolean') return 'a boolean'
+    if (variant.type === 'number') return 'a number'
+    return String(variant.type ?? 'a value')
+  })
+  return `must be ${names.join(' or ')}`
+}
+
+/** Checks `value` against `schema`; throws a 400 ManagementError naming the first bad field. */
+export function assertValid<T extends TSchema>(schema: T, value: unknown): asserts value is Static<T> {
+  let checker = compiled.get(schema)
+  if (!checker) {
+    checker = TypeCompiler.Compile(schema)
+    compiled.set(schema, checker)
+  }
+  if (checker.Check(value)) return
+  const first = checker.Errors(value).First()
+  throw badRequest(first ? describeViolation(first) : 'Request body is invalid.')
+}

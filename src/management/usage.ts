@@ -1,0 +1,83 @@
+/** Usage summary, series and breakdown from the request log (SPEC "Usage records", "Usage filters"). */
+import { uuidPattern, type Actor, type ManagementDeps } from './context'
+import { badRequest, messages, notFound } from './errors'
+import type { UsageFilter } from '../storage/repositories/request-logs'
+
+export type UsageRange = '24h' | '7d' | '30d'
+const hourMs = 3_600_000
+const dayMs = 86_400_000
+
+export interface UsageQueryInput {
+  range?: string
+  api_key_id?: string | string[]
+  by?: string
+}
+
+/** Any range other than 24h or 30d is treated as 7d, not refused. */
+export function parseRange(range: unknown): UsageRange {
+  return range === '24h' || range === '30d' ? range : '7d'
+}
+
+function bucketPlan(range: UsageRange, now: number) {
+  if (range === '24h') {
+    const last = Math.floor(now / hourMs) * hourMs
+    return { size: hourMs, count: 24, first: last - 23 * hourMs }
+  }
+  const days = range === '30d' ? 30 : 7
+  const last = Math.floor(now / dayMs) * dayMs
+  return { size: dayMs, count: days, first: last - (days - 1) * dayMs }
+}
+
+function buildFilter(deps: ManagementDeps, actor: Actor, query: UsageQueryInput): { filter: UsageFilter; range: UsageRange } {
+  const range = parseRange(query.range)
+  const ids = query.api_key_id === undefined ? [] : Array.isArray(query.api_key_id) ? query.api_key_id : [query.api_key_id]
+  for (const id of ids) {
+    if (typeof id !== 'string' || !uuidPattern.test(id)) throw badRequest(`Invalid api_key_id: '${String(id).slice(0, 80)}' is not a key UUID.`)
+  }
+  const unique = [...new Set(ids.map((id) => id.toLowerCase()))]
+  const known = new Set(deps.repositories.inferenceKeys.listIds(actor.workspaceId, unique))
+  if (unique.some((id) => !known.has(id))) throw notFound(messages.keyNotFound)
+  const plan = bucketPlan(range, deps.now().getTime())
+  // The window starts at the first bucket so the summary and the series count the same rows.
+  return { range, filter: { workspaceId: actor.workspaceId, sinceMs: plan.first, keyIds: unique.length ? unique : undefined } }
+}
+
+const round = (value: number | null) => (value === null ? null : Math.round(value * 100) / 100)
+
+export function usageSummary(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
+  const { filter } = buildFilter(deps, actor, query)
+  const row = deps.repositories.requestLogs.summary(filter)
+  const requests = row.requests
+  const errors = Number(row.errors)
+  return {
+    requests,
+    errors,
+    errorRate: requests === 0 ? 0 : round((errors / requests) * 100)!,
+    avgLatency: round(row.avgLatency) ?? 0,
+    avgOverhead: round(row.avgOverhead) ?? 0,
+    models: row.models,
+  }
+}
+
+export function usageSeries(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
+  const { filter, range } = buildFilter(deps, actor, query)
+  const plan = bucketPlan(range, deps.now().getTime())
+  const rows = new Map(deps.repositories.requestLogs.series(filter, plan.size).map((row) => [Number(row.bucket), row]))
+  return Array.from({ length: plan.count }, (_, index) => {
+    const start = plan.first + index * plan.size
+    const row = rows.get(start)
+    return {
+      bucket: new Date(start).toISOString(),
+      requests: row?.requests ?? 0,
+      errors: Number(row?.errors ?? 0),
+      avgLatency: row ? round(row.avgLatency) : null,
+      avgOverhead: row ? round(row.avgOverhead) : null,
+    }
+  })
+}
+
+export function usageBreakdown(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
+  if (query.by !== 'model' && query.by !== 'gateway') throw badRequest("Invalid by: expected 'model' or 'gateway'.")
+  const { filter } = buildFilter(deps, actor, query)
+  return deps.repositories.requestLogs.breakdown(filter, query.by, 12).map((row) => ({ name: row.name, requests: row.requests }))
+}

@@ -1,0 +1,94 @@
+/**
+ * Prometheus text-format metrics (CONTRACT §8). Counters and histograms are plain numbers and
+ * arrays so that recording on the hot path is a few additions, never an allocation per request.
+ */
+
+const latencyBucketsMs = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000]
+
+class Histogram {
+  readonly counts = new Float64Array(latencyBucketsMs.length + 1)
+  sum = 0
+  count = 0
+  observe(value: number) {
+    let index = 0
+    while (index < latencyBucketsMs.length && value > latencyBucketsMs[index]!) index++
+    this.counts[index]!++
+    this.sum += value
+    this.count++
+  }
+  render(name: string, labels: string, lines: string[]) {
+    let cumulative = 0
+    for (let index = 0; index < latencyBucketsMs.length; index++) {
+      cumulative += this.counts[index]!
+      lines.push(`${name}_bucket{${labels}${labels ? ',' : ''}le="${latencyBucketsMs[index]}"} ${cumulative}`)
+    }
+    lines.push(`${name}_bucket{${labels}${labels ? ',' : ''}le="+Inf"} ${this.count}`)
+    lines.push(`${name}_sum${labels ? `{${labels}}` : ''} ${this.sum}`)
+    lines.push(`${name}_count${labels ? `{${labels}}` : ''} ${this.count}`)
+  }
+}
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
+}
+
+export class Metrics {
+  /** requests by `endpoint|status` */
+  private readonly requests = new Map<string, number>()
+  /** upstream attempts by `gateway|outcome` */
+  private readonly attempts = new Map<string, number>()
+  private readonly failovers = new Map<string, number>()
+  private readonly upstreamLatency = new Map<string, Histogram>()
+  private readonly addedLatency = new Histogram()
+  inFlightStreams = 0
+  /** Set by the request-log queue. */
+  logQueueDepth: () => number = () => 0
+  logRowsWritten = 0
+  logRowsDropped = 0
+
+  countRequest(endpoint: string, status: number) {
+    const key = `${endpoint}|${status}`
+    this.requests.set(key, (this.requests.get(key) ?? 0) + 1)
+  }
+  countAttempt(gateway: string, outcome: string) {
+    const key = `${gateway}|${outcome}`
+    this.attempts.set(key, (this.attempts.get(key) ?? 0) + 1)
+  }
+  countFailover(gateway: string, reason: string) {
+    const key = `${gateway}|${reason}`
+    this.failovers.set(key, (this.failovers.get(key) ?? 0) + 1)
+  }
+  observeUpstreamLatency(gateway: string, milliseconds: number) {
+    let histogram = this.upstreamLatency.get(gateway)
+    if (!histogram) this.upstreamLatency.set(gateway, (histogram = new Histogram()))
+    histogram.observe(milliseconds)
+  }
+  observeAddedLatency(milliseconds: number) {
+    this.addedLatency.observe(milliseconds)
+  }
+
+  render(): string {
+    const lines: string[] = []
+    const counterFamily = (name: string, help: string, map: Map<string, number>, labelNames: [string, string]) => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`)
+      for (const [key, value] of map) {
+        const [first, second] = key.split('|')
+        lines.push(`${name}{${labelNames[0]}="${escapeLabel(first!)}",${labelNames[1]}="${escapeLabel(second!)}"} ${value}`)
+      }
+    }
+    counterFamily('router_requests_total', 'Inference requests answered, by endpoint and status.', this.requests, ['endpoint', 'status'])
+    counterFamily('router_upstream_attempts_total', 'Upstream attempts, by gateway and outcome.', this.attempts, ['gateway', 'outcome'])
+    counterFamily('router_failovers_total', 'Failovers away from a gateway, by reason.', this.failovers, ['gateway', 'reason'])
+    lines.push('# HELP router_upstream_latency_ms Upstream time to response headers, milliseconds.', '# TYPE router_upstream_latency_ms histogram')
+    for (const [gateway, histogram] of this.upstreamLatency) histogram.render('router_upstream_latency_ms', `gateway="${escapeLabel(gateway)}"`, lines)
+    lines.push('# HELP router_added_latency_ms Time the router added to a request, milliseconds.', '# TYPE router_added_latency_ms histogram')
+    this.addedLatency.render('router_added_latency_ms', '', lines)
+    lines.push('# HELP router_inflight_streams Streams being relayed now.', '# TYPE router_inflight_streams gauge', `router_inflight_streams ${this.inFlightStreams}`)
+    lines.push('# HELP router_log_queue_depth Request-log rows waiting to be written.', '# TYPE router_log_queue_depth gauge', `router_log_queue_depth ${this.logQueueDepth()}`)
+    lines.push('# HELP router_log_rows_written_total Request-log rows written.', '# TYPE router_log_rows_written_total counter', `router_log_rows_written_total ${this.logRowsWritten}`)
+    lines.push('# HELP router_log_rows_dropped_total Request-log rows that could not be written.', '# TYPE router_log_rows_dropped_total counter', `router_log_rows_dropped_total ${this.logRowsDropped}`)
+    const memory = process.memoryUsage()
+    lines.push('# HELP process_resident_memory_bytes Resident memory size in bytes.', '# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`)
+    return lines.join('\n') + '\n'
+  }
+}

@@ -1,0 +1,42 @@
+/** Builds the shared runtime (config → master key → storage → repositories) for the server, CLI and tests. */
+import { join } from 'node:path'
+import type { Config } from './config/env'
+import { createLogger, type Logger } from './observability/logger'
+import { Metrics } from './observability/metrics'
+import { openStorage, type Storage } from './storage/client'
+import { createSecretBox, loadMasterKey, type SecretBox } from './storage/crypto'
+import { createRepositories, type Repositories } from './storage/repositories'
+import type { AppDeps } from './api/deps'
+
+export interface Runtime extends AppDeps {
+  config: Config
+  storage: Storage
+  repositories: Repositories
+  secretBox: SecretBox
+  logger: Logger
+  metrics: Metrics
+  /** Listeners told about this process's own configuration writes. */
+  onConfigWrite: Set<() => void>
+  masterKeyCreated: boolean
+}
+
+export function createRuntime(config: Config, options: { logger?: Logger } = {}): Runtime {
+  const logger = options.logger ?? createLogger(config.logLevel)
+  const { key, created } = loadMasterKey(config.masterKey, join(config.dataDir, 'master.key'))
+  const storage = openStorage(config.dbPath)
+  const onConfigWrite = new Set<() => void>()
+  const repositories = createRepositories(storage, () => {
+    for (const listener of onConfigWrite) listener()
+  })
+  return {
+    config,
+    storage,
+    repositories,
+    secretBox: createSecretBox(key),
+    logger,
+    metrics: new Metrics(),
+    now: () => new Date(),
+    onConfigWrite,
+    masterKeyCreated: created,
+  }
+}

@@ -1,0 +1,81 @@
+/** AES-256-GCM for provider secrets under RT_MASTER_KEY; SHA-256 hashes for our own key secrets. */
+import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname } from 'node:path'
+
+export class MasterKeyError extends Error {}
+
+/** Parses a 32-byte key written as 64 hex digits or base64. */
+export function parseMasterKey(text: string): Buffer {
+  const trimmed = text.trim()
+  const key = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, 'hex') : Buffer.from(trimmed, 'base64')
+  if (key.length !== 32) throw new MasterKeyError('RT_MASTER_KEY must be 32 bytes, written as 64 hex digits or base64')
+  return key
+}
+
+/**
+ * The master key from RT_MASTER_KEY, else from $RT_DATA_DIR/master.key, which the first start
+ * creates (mode 0600). `created` tells the caller to warn (CONTRACT §3).
+ */
+export function loadMasterKey(fromEnvironment: string | undefined, keyFilePath: string): { key: Buffer; created: boolean } {
+  if (fromEnvironment) return { key: parseMasterKey(fromEnvironment), created: false }
+  if (existsSync(keyFilePath)) return { key: parseMasterKey(readFileSync(keyFilePath, 'utf8')), created: false }
+  mkdirSync(dirname(keyFilePath), { recursive: true })
+  const key = randomBytes(32)
+  writeFileSync(keyFilePath, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
+  chmodSync(keyFilePath, 0o600)
+  return { key, created: true }
+}
+
+export interface SecretBox {
+  encrypt(plaintext: string): string
+  decrypt(ciphertext: string): string
+}
+
+/** Ciphertext format: `v1.<iv b64>.<tag b64>.<data b64>`. */
+export function createSecretBox(key: Buffer): SecretBox {
+  return {
+    encrypt(plaintext) {
+      const iv = randomBytes(12)
+      const cipher = createCipheriv('aes-256-gcm', key, iv)
+      const data = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()])
+      return ['v1', iv.toString('base64'), cipher.getAuthTag().toString('base64'), data.toString('base64')].join('.')
+    },
+    decrypt(ciphertext) {
+      const [version, iv, tag, data] = ciphertext.split('.')
+      if (version !== 'v1' || !iv || !tag || data === undefined) throw new MasterKeyError('unreadable secret ciphertext')
+      const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64'))
+      decipher.setAuthTag(Buffer.from(tag, 'base64'))
+      return Buffer.concat([decipher.update(Buffer.from(data, 'base64')), decipher.final()]).toString('utf8')
+    },
+  }
+}
+
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex')
+}
+
+/** Constant-time comparison of two hex hashes of equal length. */
+export function hashesEqual(left: string, right: string): boolean {
+  if (left.length !== right.length) return false
+  return timingSafeEqual(Buffer.from(left, 'hex'), Buffer.from(right, 'hex'))
+}
+
+const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
+
+/** A random secret with a recognizable prefix, e.g. `rt_live_…` (40 random base62 characters). */
+export function generateSecret(prefix: string, length = 40): string {
+  const bytes = randomBytes(length * 2)
+  let out = ''
+  for (let i = 0; i < bytes.length && out.length < length; i++) {
+    // 248 = 4 * 62: rejection sampling keeps the alphabet uniform.
+    if (bytes[i]! < 248) out += alphabet[bytes[i]! % 62]
+  }
+  while (out.length < length) out += alphabet[randomBytes(1)[0]! % 62]
+  return prefix + out
+}
+
+/** The displayed prefix of a secret: its type prefix plus 8 characters. */
+export function displayPrefix(secret: string, typePrefix: string): string {
+  return secret.slice(0, typePrefix.length + 8)
+}

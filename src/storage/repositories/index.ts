@@ -1,0 +1,23 @@
+/** The storage layer's write and read surface: every write goes through these repositories. */
+import type { Storage } from '../client'
+import { createWorkspaceRepository } from './workspaces'
+import { createProviderKeyRepository } from './provider-keys'
+import { createInferenceKeyRepository } from './inference-keys'
+import { createRequestLogRepository } from './request-logs'
+
+export interface Repositories {
+  workspaces: ReturnType<typeof createWorkspaceRepository>
+  providerKeys: ReturnType<typeof createProviderKeyRepository>
+  inferenceKeys: ReturnType<typeof createInferenceKeyRepository>
+  requestLogs: ReturnType<typeof createRequestLogRepository>
+}
+
+/** `onWrite` runs after every configuration write, so in-memory snapshots drop their copy. */
+export function createRepositories(storage: Storage, onWrite: () => void = () => {}): Repositories {
+  return {
+    workspaces: createWorkspaceRepository(storage.db, onWrite),
+    providerKeys: createProviderKeyRepository(storage.db, onWrite),
+    inferenceKeys: createInferenceKeyRepository(storage.db, onWrite),
+    requestLogs: createRequestLogRepository(storage.db),
+  }
+}

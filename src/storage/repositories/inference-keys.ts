@@ -1,0 +1,171 @@
+/** Inference keys with their routing rules (targets, remaps, decisioner) and attached MCP servers. */
+import { and, asc, desc, eq, inArray, or } from 'drizzle-orm'
+import type { Db } from '../client'
+import { inferenceKeys, keyMcpServers, modelRemaps, routingTargets } from '../schema'
+
+export type InferenceKeyRow = typeof inferenceKeys.$inferSelect
+export type KeyMcpServerRow = typeof keyMcpServers.$inferSelect
+
+export interface StoredTarget {
+  providerKeyId: string
+  weight: number | null
+  ttfbMs: number | null
+}
+
+export interface StoredRemap {
+  match: string
+  percent: number
+  providerKeyId: string
+  upstreamModel: string
+  enabled: boolean
+}
+
+export interface StoredRule {
+  strategy: 'priority' | 'split'
+  targets: StoredTarget[]
+  remaps: StoredRemap[]
+  decisioner: Record<string, unknown> | null
+}
+
+export interface KeyWithRule {
+  key: InferenceKeyRow
+  rule: StoredRule
+}
+
+type Transaction = Parameters<Parameters<Db['transaction']>[0]>[0]
+
+function writeRule(tx: Transaction, keyId: string, rule: StoredRule) {
+  tx.delete(routingTargets).where(eq(routingTargets.keyId, keyId)).run()
+  tx.delete(modelRemaps).where(eq(modelRemaps.keyId, keyId)).run()
+  if (rule.targets.length > 0) {
+    tx.insert(routingTargets)
+      .values(rule.targets.map((target, position) => ({ keyId, position, ...target })))
+      .run()
+  }
+  if (rule.remaps.length > 0) {
+    tx.insert(modelRemaps)
+      .values(rule.remaps.map((remap, position) => ({ keyId, position, ...remap })))
+      .run()
+  }
+  tx.update(inferenceKeys)
+    .set({ routingStrategy: rule.strategy, decisioner: rule.decisioner ? JSON.stringify(rule.decisioner) : null })
+    .where(eq(inferenceKeys.id, keyId))
+    .run()
+}
+
+export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
+  function rulesFor(keys: InferenceKeyRow[]): KeyWithRule[] {
+    if (keys.length === 0) return []
+    const ids = keys.map((key) => key.id)
+    const targets = db.select().from(routingTargets).where(inArray(routingTargets.keyId, ids)).orderBy(asc(routingTargets.position)).all()
+    const remaps = db.select().from(modelRemaps).where(inArray(modelRemaps.keyId, ids)).orderBy(asc(modelRemaps.position)).all()
+    return keys.map((key) => ({
+      key,
+      rule: {
+        strategy: key.routingStrategy === 'split' ? 'split' : 'priority',
+        targets: targets
+          .filter((target) => target.keyId === key.id)
+          .map(({ providerKeyId, weight, ttfbMs }) => ({ providerKeyId, weight, ttfbMs })),
+        remaps: remaps
+          .filter((remap) => remap.keyId === key.id)
+          .map(({ match, percent, providerKeyId, upstreamModel, enabled }) => ({ match, percent, providerKeyId, upstreamModel, enabled })),
+        decisioner: key.decisioner ? (JSON.parse(key.decisioner) as Record<string, unknown>) : null,
+      },
+    }))
+  }
+
+  return {
+    /** Inserts the key and its rule in one transaction: an invalid rule never leaves a key behind. */
+    insert(row: typeof inferenceKeys.$inferInsert, rule: StoredRule): KeyWithRule {
+      db.transaction((tx) => {
+        tx.insert(inferenceKeys).values(row).run()
+        writeRule(tx, row.id, rule)
+      })
+      onWrite()
+      return this.get(row.workspaceId, row.id)!
+    },
+    get(workspaceId: string, id: string): KeyWithRule | undefined {
+      const key = db
+        .select()
+        .from(inferenceKeys)
+        .where(and(eq(inferenceKeys.workspaceId, workspaceId), eq(inferenceKeys.id, id)))
+        .get()
+      return key ? rulesFor([key])[0] : undefined
+    },
+    getById(id: string): InferenceKeyRow | undefined {
+      return db.select().from(inferenceKeys).where(eq(inferenceKeys.id, id)).get()
+    },
+    list(workspaceId: string, offset: number, limit: number): KeyWithRule[] {
+      const keys = db
+        .select()
+        .from(inferenceKeys)
+        .where(eq(inferenceKeys.workspaceId, workspaceId))
+        .orderBy(desc(inferenceKeys.createdAt), desc(inferenceKeys.id))
+        .limit(limit)
+        .offset(offset)
+        .all()
+      return rulesFor(keys)
+    },
+    listAllWithRules(): KeyWithRule[] {
+      return rulesFor(db.select().from(inferenceKeys).all())
+    },
+    listIds(workspaceId: string, ids: string[]): string[] {
+      if (ids.length === 0) return []
+      return db
+        .select({ id: inferenceKeys.id })
+        .from(inferenceKeys)
+        .where(and(eq(inferenceKeys.workspaceId, workspaceId), inArray(inferenceKeys.id, ids)))
+        .all()
+        .map((row) => row.id)
+    },
+    listWorkspaceKeyStates(workspaceId: string): { revokedAt: string | null }[] {
+      return db.select({ revokedAt: inferenceKeys.revokedAt }).from(inferenceKeys).where(eq(inferenceKeys.workspaceId, workspaceId)).all()
+    },
+    findBySecretPrefix(prefix: string): InferenceKeyRow[] {
+      return db
+        .select()
+        .from(inferenceKeys)
+        .where(or(eq(inferenceKeys.keyPrefix, prefix), eq(inferenceKeys.previousKeyPrefix, prefix)))
+        .all()
+    },
+    /** Applies a validated set of column changes, and optionally a new rule, in one transaction. */
+    update(workspaceId: string, id: string, steps: Partial<InferenceKeyRow>[], rule?: StoredRule): KeyWithRule | undefined {
+      db.transaction((tx) => {
+        for (const values of steps) {
+          if (Object.keys(values).length === 0) continue
+          tx.update(inferenceKeys)
+            .set(values)
+            .where(and(eq(inferenceKeys.workspaceId, workspaceId), eq(inferenceKeys.id, id)))
+            .run()
+        }
+        if (rule) writeRule(tx, id, rule)
+      })
+      onWrite()
+      return this.get(workspaceId, id)
+    },
+    /** Stamps last_used_at for many keys at once (called from the request-log flush). */
+    touchLastUsed(entries: { keyId: string; at: string }[]) {
+      if (entries.length === 0) return
+      db.transaction((tx) => {
+        for (const entry of entries) tx.update(inferenceKeys).set({ lastUsedAt: entry.at }).where(eq(inferenceKeys.id, entry.keyId)).run()
+      })
+    },
+    listMcpServers(keyId: string): KeyMcpServerRow[] {
+      return db.select().from(keyMcpServers).where(eq(keyMcpServers.keyId, keyId)).orderBy(asc(keyMcpServers.createdAt)).all()
+    },
+    addMcpServer(row: typeof keyMcpServers.$inferInsert): KeyMcpServerRow {
+      const inserted = db.insert(keyMcpServers).values(row).returning().get()
+      onWrite()
+      return inserted
+    },
+    removeMcpServer(keyId: string, serverId: string): boolean {
+      const removed = db
+        .delete(keyMcpServers)
+        .where(and(eq(keyMcpServers.keyId, keyId), eq(keyMcpServers.id, serverId)))
+        .returning({ id: keyMcpServers.id })
+        .all()
+      onWrite()
+      return removed.length > 0
+    },
+  }
+}

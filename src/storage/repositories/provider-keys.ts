@@ -1,0 +1,82 @@
+/** Provider keys and the platform-wide gateway switches. */
+import { and, asc, eq, inArray, sql } from 'drizzle-orm'
+import type { Db } from '../client'
+import { gatewaySettings, inferenceKeys, providerKeys } from '../schema'
+
+export type ProviderKeyRow = typeof providerKeys.$inferSelect
+
+export function createProviderKeyRepository(db: Db, onWrite: () => void) {
+  return {
+    insert(row: typeof providerKeys.$inferInsert): ProviderKeyRow {
+      const inserted = db.insert(providerKeys).values(row).returning().get()
+      onWrite()
+      return inserted
+    },
+    list(workspaceId: string, gateway?: string): ProviderKeyRow[] {
+      const condition = gateway
+        ? and(eq(providerKeys.workspaceId, workspaceId), eq(providerKeys.gateway, gateway))
+        : eq(providerKeys.workspaceId, workspaceId)
+      return db.select().from(providerKeys).where(condition).orderBy(asc(providerKeys.createdAt), asc(providerKeys.id)).all()
+    },
+    get(workspaceId: string, id: string): ProviderKeyRow | undefined {
+      return db
+        .select()
+        .from(providerKeys)
+        .where(and(eq(providerKeys.workspaceId, workspaceId), eq(providerKeys.id, id)))
+        .get()
+    },
+    getMany(workspaceId: string, ids: string[]): ProviderKeyRow[] {
+      if (ids.length === 0) return []
+      return db
+        .select()
+        .from(providerKeys)
+        .where(and(eq(providerKeys.workspaceId, workspaceId), inArray(providerKeys.id, ids)))
+        .all()
+    },
+    listAll(): ProviderKeyRow[] {
+      return db.select().from(providerKeys).all()
+    },
+    update(workspaceId: string, id: string, values: { label?: string; disabledAt?: string | null }): ProviderKeyRow | undefined {
+      const updated = db
+        .update(providerKeys)
+        .set(values)
+        .where(and(eq(providerKeys.workspaceId, workspaceId), eq(providerKeys.id, id)))
+        .returning()
+        .get()
+      onWrite()
+      return updated
+    },
+    /**
+     * Removes the key. Targets and remaps pointing at it go with it (foreign-key cascade), and a
+     * decisioner hosted on it is switched off, in the same transaction (SPEC "States": Provider key).
+     */
+    delete(workspaceId: string, id: string): boolean {
+      const removed = db.transaction((tx) => {
+        tx.update(inferenceKeys)
+          .set({ decisioner: null })
+          .where(and(eq(inferenceKeys.workspaceId, workspaceId), sql`json_extract(${inferenceKeys.decisioner}, '$.provider_key_id') = ${id}`))
+          .run()
+        return tx
+          .delete(providerKeys)
+          .where(and(eq(providerKeys.workspaceId, workspaceId), eq(providerKeys.id, id)))
+          .returning({ id: providerKeys.id })
+          .all()
+      })
+      onWrite()
+      return removed.length > 0
+    },
+    listGatewaySettings(): (typeof gatewaySettings.$inferSelect)[] {
+      return db.select().from(gatewaySettings).all()
+    },
+    setGatewayEnabled(gateway: string, enabled: boolean, now: string) {
+      const row = db
+        .insert(gatewaySettings)
+        .values({ gateway, enabled, updatedAt: now })
+        .onConflictDoUpdate({ target: gatewaySettings.gateway, set: { enabled, updatedAt: now } })
+        .returning()
+        .get()
+      onWrite()
+      return row
+    },
+  }
+}

@@ -1,0 +1,36 @@
+/** One row per inference request (SPEC "What the service does" 7). Response bodies are never stored. */
+import { sqliteTable, text, integer, real, index } from 'drizzle-orm/sqlite-core'
+
+export const requestLogs = sqliteTable(
+  'request_logs',
+  {
+    id: text('id').primaryKey(),
+    workspaceId: text('workspace_id').notNull(),
+    keyId: text('key_id'),
+    /** Unix milliseconds: usage buckets are computed from it. */
+    createdAt: integer('created_at').notNull(),
+    endpoint: text('endpoint').notNull(),
+    gateway: text('gateway'),
+    providerKeyId: text('provider_key_id'),
+    model: text('model'),
+    upstreamModel: text('upstream_model'),
+    status: integer('status').notNull(),
+    errorCode: text('error_code'),
+    stream: integer('stream', { mode: 'boolean' }).notNull().default(false),
+    latencyMs: real('latency_ms').notNull(),
+    overheadMs: real('overhead_ms'),
+    ttfbMs: real('ttfb_ms'),
+    attempts: integer('attempts').notNull().default(0),
+    attemptPath: text('attempt_path'),
+    stageTimings: text('stage_timings'),
+    inputTokens: integer('input_tokens'),
+    outputTokens: integer('output_tokens'),
+    clientIp: text('client_ip'),
+    requestBody: text('request_body'),
+  },
+  (table) => [
+    index('request_logs_workspace_time_idx').on(table.workspaceId, table.createdAt),
+    index('request_logs_key_time_idx').on(table.keyId, table.createdAt),
+    index('request_logs_gateway_time_idx').on(table.gateway, table.createdAt),
+  ],
+)
