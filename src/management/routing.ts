@@ -30,15 +30,15 @@ export function validateRoutingRule(
   if (body.targets.length === 0) throw badRequest('Invalid routing.targets: at least one target is required.')
 
   const referenced = new Set<string>()
-  const targetIds = body.targets.map((target, index) => providerIdOrRefuse(target.provider_key_id))
+  const targetIds = body.targets.map((target) => providerIdOrRefuse(target.provider_key_id))
   const remapInputs = body.model_remaps ?? []
-  const remapIds = remapInputs.map((remap, index) => providerIdOrRefuse(remap.provider_key_id))
+  const remapIds = remapInputs.map((remap) => providerIdOrRefuse(remap.provider_key_id))
   const decisionerInput = body.decisioner && Object.keys(body.decisioner).length > 0 ? body.decisioner : null
   let decisionerId: string | undefined
   if (decisionerInput) {
     if (apiShape === 'decisions') throw badRequest('Invalid routing.decisioner: a key of shape decisions cannot have a decisioner.')
     if (typeof decisionerInput.provider_key_id !== 'string') throw badRequest('Invalid routing.decisioner.provider_key_id: required.')
-    decisionerId = providerIdOrRefuse(decisionerInput.provider_key_id, 'decisioner.provider_key_id')
+    decisionerId = providerIdOrRefuse(decisionerInput.provider_key_id)
   }
   for (const id of [...targetIds, ...remapIds, ...(decisionerId ? [decisionerId] : [])]) referenced.add(id)
 

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Shared set-up for scripts/start, scripts/test and scripts/cli (CONTRACT §1): make sure Bun is
+# available (from the npm registry into .tools/ when `bun` is not on PATH), then install the locked
+# dependencies. Sourced, not run.
+set -euo pipefail
+caller_dir="$PWD"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo_root"
+
+bun_version="1.4.5"
+if ! command -v bun >/dev/null 2>&1; then
+  local_bun="$repo_root/.tools/node_modules/.bin/bun"
+  if [ ! -x "$local_bun" ]; then
+    echo "setup: bun not found on PATH; installing bun@$bun_version from the npm registry into .tools/" >&2
+    npm install --no-audit --no-fund --silent --prefix "$repo_root/.tools" "bun@$bun_version" >&2
+  fi
+  export PATH="$repo_root/.tools/node_modules/.bin:$PATH"
+fi
+
+if [ "${RT_SKIP_INSTALL:-0}" != "1" ]; then
+  bun install --frozen-lockfile >&2
+fi
+# Relative settings such as RT_DATA_DIR=./data resolve from where the command was run.
+cd "$caller_dir"
