@@ -1,0 +1,81 @@
+/**
+ * Test harness: the real app on a loopback port (port 0) over a real SQLite file in a temp dir.
+ * `await using server = await startTestServer()` tears everything down at scope end.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { loadConfig } from '../../src/config/env'
+import { createRuntime, type Runtime } from '../../src/runtime'
+import { buildApp } from '../../src/app'
+import { createWorkspace } from '../../src/management/workspaces'
+import { silentLogger } from '../../src/observability/logger'
+
+export const testMasterKey = Buffer.alloc(32, 7).toString('base64')
+
+export interface TestServer extends AsyncDisposable {
+  /** e.g. http://127.0.0.1:PORT */
+  rootUrl: string
+  appUrl: string
+  baseUrl: string
+  dataDir: string
+  runtime: Runtime
+  /** Full-access management key of the `default` test workspace. */
+  managementKey: string
+  workspaceId: string
+  /** fetch against the root URL with the management key unless other headers are given. */
+  api(path: string, init?: RequestInit & { json?: unknown; key?: string | null }): Promise<Response>
+  /** Same as api(), returning `{status, body}` with the JSON body parsed. */
+  call<T = any>(method: string, path: string, json?: unknown, key?: string | null): Promise<{ status: number; body: T; headers: Headers }>
+  env: Record<string, string>
+}
+
+export async function startTestServer(environment: Record<string, string> = {}): Promise<TestServer> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'router-test-'))
+  const env: Record<string, string> = { RT_DATA_DIR: dataDir, RT_MASTER_KEY: testMasterKey, PORT: '0', ...environment }
+  const config = loadConfig(env)
+  const runtime = createRuntime(config, { logger: silentLogger })
+  const created = createWorkspace(runtime, 'default')
+  const app = buildApp(runtime)
+  const server = Bun.serve({ hostname: '127.0.0.1', port: 0, development: false, fetch: (request) => app.handle(request) })
+  const rootUrl = `http://127.0.0.1:${server.port}`
+
+  const api: TestServer['api'] = (path, init = {}) => {
+    const headers = new Headers(init.headers)
+    const key = init.key === undefined ? created.management_key : init.key
+    if (key !== null && !headers.has('authorization')) headers.set('authorization', `Bearer ${key}`)
+    let body = init.body
+    if (init.json !== undefined) {
+      body = JSON.stringify(init.json)
+      if (!headers.has('content-type')) headers.set('content-type', 'application/json')
+    }
+    return fetch(rootUrl + path, { ...init, headers, body })
+  }
+  const call: TestServer['call'] = async (method, path, json, key) => {
+    const response = await api(path, { method, json, key })
+    const text = await response.text()
+    let body: unknown = text
+    try {
+      body = JSON.parse(text)
+    } catch {}
+    return { status: response.status, body: body as never, headers: response.headers }
+  }
+
+  return {
+    rootUrl,
+    appUrl: `${rootUrl}/api/v1`,
+    baseUrl: `${rootUrl}/v1`,
+    dataDir,
+    runtime,
+    managementKey: created.management_key,
+    workspaceId: created.workspace.id,
+    api,
+    call,
+    env,
+    async [Symbol.asyncDispose]() {
+      await server.stop(true)
+      runtime.storage.close()
+      rmSync(dataDir, { recursive: true, force: true })
+    },
+  }
+}
