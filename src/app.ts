@@ -1,10 +1,11 @@
 /** buildApp(deps): mounts the route groups for RT_ROLE and renders every error in one place. */
-import { Elysia } from 'elysia'
+import { Elysia, type AnyElysia } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import type { AppDeps } from './api/deps'
 import { adminRoutes } from './api/admin'
 import { mcpRoutes } from './api/mcp'
 import { healthRoutes } from './api/health'
+import { inferenceRoutes, socketAddresses } from './api/inference'
 import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
 
@@ -21,12 +22,12 @@ function notFoundResponse(path: string): Response {
   return json(404, { error: 'Not found.' })
 }
 
-export function buildApp(deps: AppDeps) {
+export function buildApp(deps: AppDeps): AnyElysia {
   const { role } = deps.config
   const servesApp = role === 'all' || role === 'app'
   const servesProxy = role === 'all' || role === 'proxy'
 
-  let app = new Elysia({ name: 'router' })
+  let app: AnyElysia = new Elysia({ name: 'router' })
     .onRequest(({ request }) => {
       // Management bodies are small JSON documents; refuse oversized ones before reading them.
       const length = Number(request.headers.get('content-length') ?? 0)
@@ -71,6 +72,15 @@ export function buildApp(deps: AppDeps) {
       )
       .use(adminRoutes(deps))
   }
-  if (servesProxy) app = app.use(mcpRoutes(deps))
+  if (servesProxy) app = app.use(mcpRoutes(deps)).use(inferenceRoutes(deps))
   return app
+}
+
+/** The Bun.serve fetch handler: records the socket address (for allowlists and logs), then routes. */
+export function createFetchHandler(app: AnyElysia) {
+  return (request: Request, server: { requestIP(request: Request): { address: string } | null }) => {
+    const peer = server.requestIP(request)
+    if (peer) socketAddresses.set(request, peer.address)
+    return app.handle(request)
+  }
 }

@@ -1,7 +1,7 @@
 /** The service process: config → storage (+migrate) → first-start workspace → app → listen; SIGTERM drains. */
 import { ConfigError, loadConfig } from './config/env'
 import { createRuntime } from './runtime'
-import { buildApp } from './app'
+import { buildApp, createFetchHandler } from './app'
 import { createWorkspace } from './management/workspaces'
 
 async function main() {
@@ -19,6 +19,7 @@ async function main() {
   }
 
   const app = buildApp(runtime)
+  runtime.logQueue.start()
   const tls = config.tlsCert && config.tlsKey ? { cert: Bun.file(config.tlsCert), key: Bun.file(config.tlsKey) } : undefined
   const server = Bun.serve({
     hostname: config.host,
@@ -28,7 +29,7 @@ async function main() {
     maxRequestBodySize: 110 * 1024 * 1024,
     idleTimeout: 120,
     development: false,
-    fetch: (request) => app.handle(request),
+    fetch: createFetchHandler(app),
   })
   const scheme = tls ? 'https' : 'http'
   logger.info('listening', { url: `${scheme}://${server.hostname}:${server.port}`, role: config.role })
@@ -41,6 +42,7 @@ async function main() {
     logger.info('shutting_down', { signal })
     // Stop accepting; requests in flight get up to 30 s to finish (CONTRACT §2).
     await Promise.race([server.stop(false), Bun.sleep(30_000)])
+    runtime.logQueue.stop()
     runtime.storage.close()
     process.exit(0)
   }

@@ -7,6 +7,8 @@ import { openStorage, type Storage } from './storage/client'
 import { createSecretBox, loadMasterKey, type SecretBox } from './storage/crypto'
 import { createRepositories, type Repositories } from './storage/repositories'
 import type { AppDeps } from './api/deps'
+import { createSnapshotStore, type SnapshotStore } from './storage/snapshot'
+import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log-request'
 
 export interface Runtime extends AppDeps {
   config: Config
@@ -18,9 +20,13 @@ export interface Runtime extends AppDeps {
   /** Listeners told about this process's own configuration writes. */
   onConfigWrite: Set<() => void>
   masterKeyCreated: boolean
+  snapshots: SnapshotStore
+  logQueue: RequestLogQueue
+  fetch: typeof fetch
+  random: () => number
 }
 
-export function createRuntime(config: Config, options: { logger?: Logger } = {}): Runtime {
+export function createRuntime(config: Config, options: { logger?: Logger; fetch?: typeof fetch } = {}): Runtime {
   const logger = options.logger ?? createLogger(config.logLevel)
   const { key, created } = loadMasterKey(config.masterKey, join(config.dataDir, 'master.key'))
   const storage = openStorage(config.dbPath)
@@ -28,15 +34,23 @@ export function createRuntime(config: Config, options: { logger?: Logger } = {})
   const repositories = createRepositories(storage, () => {
     for (const listener of onConfigWrite) listener()
   })
+  const secretBox = createSecretBox(key)
+  const metrics = new Metrics()
+  const snapshots = createSnapshotStore({ storage, repositories, secretBox, config, logger })
+  onConfigWrite.add(() => snapshots.invalidate())
   return {
     config,
     storage,
     repositories,
-    secretBox: createSecretBox(key),
+    secretBox,
     logger,
-    metrics: new Metrics(),
+    metrics,
     now: () => new Date(),
     onConfigWrite,
     masterKeyCreated: created,
+    snapshots,
+    logQueue: createRequestLogQueue(repositories, metrics, logger),
+    fetch: options.fetch ?? fetch,
+    random: Math.random,
   }
 }

@@ -4,8 +4,9 @@ import type { ManagementDeps } from '../management/context'
 import type { Logger } from '../observability/logger'
 import type { Metrics } from '../observability/metrics'
 import type { Storage } from '../storage/client'
+import type { InferenceDeps } from '../pipeline'
 
-export interface AppDeps extends ManagementDeps {
+export interface AppDeps extends ManagementDeps, InferenceDeps {
   config: Config
   storage: Storage
   metrics: Metrics

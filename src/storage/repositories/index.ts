@@ -4,12 +4,14 @@ import { createWorkspaceRepository } from './workspaces'
 import { createProviderKeyRepository } from './provider-keys'
 import { createInferenceKeyRepository } from './inference-keys'
 import { createRequestLogRepository } from './request-logs'
+import { createGatewayCatalogRepository } from './gateway-catalogs'
 
 export interface Repositories {
   workspaces: ReturnType<typeof createWorkspaceRepository>
   providerKeys: ReturnType<typeof createProviderKeyRepository>
   inferenceKeys: ReturnType<typeof createInferenceKeyRepository>
   requestLogs: ReturnType<typeof createRequestLogRepository>
+  gatewayCatalogs: ReturnType<typeof createGatewayCatalogRepository>
 }
 
 /** `onWrite` runs after every configuration write, so in-memory snapshots drop their copy. */
@@ -19,5 +21,6 @@ export function createRepositories(storage: Storage, onWrite: () => void = () =>
     providerKeys: createProviderKeyRepository(storage.db, onWrite),
     inferenceKeys: createInferenceKeyRepository(storage.db, onWrite),
     requestLogs: createRequestLogRepository(storage.db),
+    gatewayCatalogs: createGatewayCatalogRepository(storage.db, onWrite),
   }
 }

@@ -24,6 +24,9 @@ export function createWorkspaceRepository(db: Db, onWrite: () => void) {
     get(id: string): WorkspaceRow | undefined {
       return db.select().from(workspaces).where(eq(workspaces.id, id)).get()
     },
+    listAll(): WorkspaceRow[] {
+      return db.select().from(workspaces).all()
+    },
     count(): number {
       return db.select({ value: count() }).from(workspaces).get()!.value
     },

@@ -1,0 +1,49 @@
+/**
+ * Building the upstream call for one attempt (CONTRACT §6): URL under the provider's base, the
+ * stored secret in the gateway's auth header, the forwarding allowlist, per-gateway omitted params.
+ */
+import type { ProviderEntry } from '../storage/snapshot'
+
+/** SPEC "Request headers forwarded upstream": allowlist only, ≤512 chars, no control characters. */
+const forwardableHeaders = ['http-referer', 'x-title', 'idempotency-key'] as const
+const controlCharacters = /[\u0000-\u001f\u007f]/
+
+export function forwardedHeaders(incoming: Headers): [string, string][] {
+  const kept: [string, string][] = []
+  for (const name of forwardableHeaders) {
+    const value = incoming.get(name)
+    if (value === null || value.length > 512 || controlCharacters.test(value)) continue
+    kept.push([name, value])
+  }
+  return kept
+}
+
+export function upstreamHeaders(provider: ProviderEntry, forwarded: readonly [string, string][], hasBody: boolean, accept = 'application/json'): Headers {
+  const headers = new Headers(forwarded as [string, string][])
+  if (hasBody) headers.set('content-type', 'application/json')
+  headers.set('accept', accept)
+  const { authHeader } = provider.gateway
+  if (authHeader === 'authorization') headers.set('authorization', `Bearer ${provider.secret}`)
+  else headers.set(authHeader, provider.secret)
+  return headers
+}
+
+export function upstreamUrl(provider: ProviderEntry, suffix: string): string {
+  return provider.baseUrl + suffix
+}
+
+/** The gateway's rate-limit headers and Retry-After, passed through under their own names. */
+export function copyRateLimitHeaders(from: Headers, to: Headers) {
+  for (const [name, value] of from) {
+    if (name.startsWith('x-ratelimit-') || name === 'retry-after') to.set(name, value)
+  }
+}
+
+/** Removes parameters this gateway rejects (e.g. the top_p quirk), in place on a copy. */
+export function omitParameters(body: Record<string, unknown>, provider: ProviderEntry): Record<string, unknown> {
+  const omit = provider.gateway.capabilities.omitParams
+  if (omit.length === 0) return body
+  const copy = { ...body }
+  for (const name of omit) delete copy[name]
+  return copy
+}

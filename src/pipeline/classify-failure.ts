@@ -1,0 +1,106 @@
+/**
+ * The pure failure classifier (SPEC "Failover triggers", "Failover reasons", "Errors"): what one
+ * attempt's outcome means (retry or relay, and its reason), and what the client gets when every
+ * attempt has failed.
+ */
+import { RouterError } from '../errors/router-error'
+
+export type AttemptOutcome =
+  | { kind: 'status'; status: number; body: string }
+  | { kind: 'ttfb-timeout' }
+  | { kind: 'timeout' }
+  | { kind: 'deadline' }
+  | { kind: 'unreachable' }
+  | { kind: 'client-closed' }
+  | { kind: 'unreadable' }
+
+export interface Classified {
+  /** true: try the next target; false: answer the client with this outcome now. */
+  retryable: boolean
+  reason: string
+}
+
+/** A 400 that means "unknown model" (several gateways answer 400 instead of 404). */
+export function isModelMiss400(body: string): boolean {
+  if (!body) return false
+  const lower = body.slice(0, 4000).toLowerCase()
+  return (
+    lower.includes('model_not_found') ||
+    /\b(model|models)\b[^.]{0,80}\b(not found|does not exist|not exist|is not available|not supported|unknown|invalid|not a valid)\b/.test(lower) ||
+    /\b(unknown|invalid|unsupported|no such)\s+model\b/.test(lower) ||
+    lower.includes('not a valid model id')
+  )
+}
+
+export function classify(outcome: AttemptOutcome): Classified {
+  switch (outcome.kind) {
+    case 'ttfb-timeout':
+      return { retryable: true, reason: 'ttfb-timeout' }
+    case 'timeout':
+      return { retryable: true, reason: 'timeout' }
+    case 'deadline':
+      return { retryable: false, reason: 'deadline' }
+    case 'unreachable':
+      return { retryable: true, reason: 'unreachable' }
+    case 'client-closed':
+      return { retryable: false, reason: 'client-closed' }
+    case 'unreadable':
+      return { retryable: true, reason: 'unknown' }
+    case 'status': {
+      const { status } = outcome
+      if (status >= 500) return { retryable: true, reason: 'server-error' }
+      if (status === 429) return { retryable: true, reason: 'rate-limited' }
+      if (status === 401) return { retryable: true, reason: 'provider-auth' }
+      if (status === 404) return { retryable: true, reason: 'no-model' }
+      if (status === 400) return isModelMiss400(outcome.body) ? { retryable: true, reason: 'no-model' } : { retryable: false, reason: 'http-400' }
+      if (status === 402 || status === 403) return { retryable: true, reason: `http-${status}` }
+      return { retryable: false, reason: `http-${status}` }
+    }
+    default: {
+      const exhaustive: never = outcome
+      return exhaustive
+    }
+  }
+}
+
+export interface FailedAttempt {
+  gateway: string
+  outcome: AttemptOutcome
+  reason: string
+  /** Upstream headers of a status outcome (for Retry-After and rate-limit pass-through). */
+  headers?: Headers
+}
+
+/** Relayed upstream message from a JSON error body, when there is one. */
+export function upstreamMessage(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown }
+    if (typeof parsed.error === 'object' && parsed.error && typeof parsed.error.message === 'string') return parsed.error.message
+    if (typeof parsed.error === 'string') return parsed.error
+    if (typeof parsed.message === 'string') return parsed.message
+  } catch {}
+  return undefined
+}
+
+/** The answer when every attempt failed (or a deadline/hang-up ended the request). */
+export function finalError(failures: readonly FailedAttempt[]): RouterError {
+  const last = failures[failures.length - 1]
+  if (!last) return new RouterError('all_targets_failed')
+  if (last.outcome.kind === 'deadline') return new RouterError('deadline_exceeded')
+  const statuses = failures.map((failure) => (failure.outcome.kind === 'status' ? failure.outcome.status : 0))
+  if (statuses.every((status) => status === 402)) return new RouterError('all_targets_failed_402', 'Every target answered 402 (billing refusal).')
+  if (statuses.every((status) => status === 429)) {
+    const retryAfter = last.headers?.get('retry-after')
+    return new RouterError('rate_limited', undefined, retryAfter ? { 'retry-after': retryAfter } : undefined)
+  }
+  if (failures.every((failure) => failure.reason === 'no-model')) {
+    const body = last.outcome.kind === 'status' ? last.outcome.body : ''
+    return new RouterError('model_not_found', upstreamMessage(body) ?? 'The model was not found on any target.')
+  }
+  if (last.outcome.kind === 'status' && last.outcome.status === 401) {
+    return new RouterError('provider_auth_failed', `The gateway ${last.gateway} rejected the stored provider key (401).`)
+  }
+  if (last.outcome.kind === 'unreadable') return new RouterError('upstream_unreadable', `The response from ${last.gateway} broke off before it could be read.`)
+  const summary = failures.map((failure) => `${failure.gateway}:${failure.reason}`).join(', ')
+  return new RouterError('all_targets_failed', `Every target failed (${summary}).`)
+}

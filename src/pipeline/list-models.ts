@@ -1,0 +1,112 @@
+/**
+ * GET /models and GET /models/{id} (SPEC): a parallel fan-out to every routable target of the key,
+ * merged with the first-seen object kept per id, `:batch` ids left out, narrowed listings preferred.
+ */
+import { RouterError } from '../errors/router-error'
+import { isBatchId } from '../gateways/model-catalog'
+import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
+import type { ProviderEntry } from '../storage/snapshot'
+import type { RequestContext } from './context'
+import { finishWith, type EndpointHandler, type InferenceDeps } from './index'
+import { defaultUpstreamTimeoutMs, eligibleTargets } from './plan-route'
+
+type ModelObject = Record<string, unknown> & { id: string }
+
+interface Listing {
+  provider: ProviderEntry
+  models: ModelObject[] | undefined
+  calls: number
+}
+
+/** Gateways whose `/models` over-lists; the narrowed listing is tried first. */
+const narrowedListingSuffix: Record<string, string> = { openrouter: '/models/user' }
+
+async function fetchListing(provider: ProviderEntry, deps: InferenceDeps, signal: AbortSignal): Promise<Listing> {
+  const suffixes = [narrowedListingSuffix[provider.gateway.id], '/models'].filter((suffix): suffix is string => suffix !== undefined)
+  let calls = 0
+  for (const suffix of suffixes) {
+    calls++
+    try {
+      const response = await deps.fetch(upstreamUrl(provider, suffix), { headers: upstreamHeaders(provider, [], false), signal })
+      if (!response.ok) {
+        await response.body?.cancel()
+        continue
+      }
+      const parsed = (await response.json()) as { data?: unknown }
+      if (!Array.isArray(parsed.data)) continue
+      const models = parsed.data.filter((item): item is ModelObject => typeof item === 'object' && item !== null && typeof (item as ModelObject).id === 'string')
+      return { provider, models, calls }
+    } catch {
+      if (signal.aborted) break
+    }
+  }
+  return { provider, models: undefined, calls }
+}
+
+async function mergedCatalog(context: RequestContext, deps: InferenceDeps, signal: AbortSignal) {
+  const key = context.key!
+  const snapshot = deps.snapshots.current()
+  const targets = eligibleTargets(key.rule, snapshot.providers, snapshot.gatewayEnabled)
+  const providers = [...new Set(targets.map((target) => target.providerKeyId))].map((id) => snapshot.providers.get(id)!)
+  const controller = new AbortController()
+  const timeoutMs = Math.min(key.upstreamTimeoutMs ?? defaultUpstreamTimeoutMs, deps.config.deadlineMs - (performance.now() - context.startedAt))
+  const timer = setTimeout(() => controller.abort('timeout'), Math.max(0, timeoutMs))
+  const onClientAbort = () => controller.abort('client-closed')
+  signal.addEventListener('abort', onClientAbort)
+  const started = performance.now()
+  let listings: Listing[]
+  try {
+    listings = await Promise.all(providers.map((provider) => fetchListing(provider, deps, controller.signal)))
+  } finally {
+    clearTimeout(timer)
+    signal.removeEventListener('abort', onClientAbort)
+  }
+  context.upstreamWaitMs += performance.now() - started
+  context.attempts = listings.reduce((sum, listing) => sum + listing.calls, 0)
+  const supplied = listings.filter((listing) => listing.models !== undefined)
+  if (supplied.length === 0) throw new RouterError('all_targets_failed', 'No target could list its models.')
+  const merged = new Map<string, ModelObject>()
+  for (const listing of supplied) {
+    for (const model of listing.models!) {
+      if (isBatchId(model.id) || merged.has(model.id)) continue
+      merged.set(model.id, model)
+    }
+  }
+  const suppliers = new Set(supplied.filter((listing) => listing.models!.length > 0).map((listing) => listing.provider.gateway.id))
+  context.headers.set('x-router-attempts', String(context.attempts))
+  if (suppliers.size === 1) context.headers.set('x-router-provider', [...suppliers][0]!)
+  return merged
+}
+
+function json(context: RequestContext, body: unknown): Response {
+  context.headers.set('content-type', 'application/json')
+  return new Response(JSON.stringify(body), { status: 200, headers: context.headers })
+}
+
+export const handleListModels: EndpointHandler = async (context, request, _route, deps) => {
+  const merged = await mergedCatalog(context, deps, request.signal)
+  context.readyAt = performance.now()
+  return finishWith(context, deps, json(context, { object: 'list', data: [...merged.values()].map((model) => ({ ...model, object: 'model' })) }))
+}
+
+export const handleGetModel: EndpointHandler = async (context, request, route, deps) => {
+  const id = route.parameter ?? ''
+  context.model = id
+  if (isBatchId(id)) throw new RouterError('model_not_found', `The model '${id}' is a :batch variant and is not listed.`)
+  const merged = await mergedCatalog(context, deps, request.signal)
+  const found = merged.get(id) ?? [...merged.values()].find((model) => model.id.toLowerCase() === id.toLowerCase())
+  if (!found) throw new RouterError('model_not_found', `No provider of this key lists the model '${id}'.`)
+  const slash = found.id.indexOf('/')
+  context.readyAt = performance.now()
+  return finishWith(
+    context,
+    deps,
+    json(context, {
+      ...found,
+      id: found.id,
+      object: 'model',
+      created: typeof found.created === 'number' ? found.created : 0,
+      owned_by: typeof found.owned_by === 'string' && found.owned_by !== '' ? found.owned_by : slash > 0 ? found.id.slice(0, slash) : 'system',
+    }),
+  )
+}

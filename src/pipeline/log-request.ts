@@ -1,0 +1,61 @@
+/**
+ * The request-log queue (SPEC "What the service does" 7): rows are pushed from the hot path and
+ * written in batched transactions on a timer, with last_used_at stamped per key in the same pass.
+ * Nothing here touches the database synchronously during a request.
+ */
+import type { Logger } from '../observability/logger'
+import type { Metrics } from '../observability/metrics'
+import type { Repositories } from '../storage/repositories'
+import type { RequestLogRow } from '../storage/repositories/request-logs'
+
+export interface RequestLogQueue {
+  push(row: RequestLogRow): void
+  /** Writes everything queued now (timer, shutdown, tests). */
+  flush(): void
+  depth(): number
+  start(intervalMs?: number): void
+  stop(): void
+}
+
+export function createRequestLogQueue(repositories: Repositories, metrics: Metrics, logger: Logger, maxBatch = 1000): RequestLogQueue {
+  let queue: RequestLogRow[] = []
+  let timer: ReturnType<typeof setInterval> | undefined
+
+  const flush = () => {
+    if (queue.length === 0) return
+    const batch = queue
+    queue = []
+    const lastUsed = new Map<string, string>()
+    for (const row of batch) if (row.keyId && row.status !== 401) lastUsed.set(row.keyId, new Date(row.createdAt).toISOString())
+    try {
+      repositories.requestLogs.insertMany(batch)
+      repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at })))
+      metrics.logRowsWritten += batch.length
+    } catch (error) {
+      // Keep the rows for the next pass rather than losing them; a persistent failure is logged.
+      queue = batch.concat(queue)
+      logger.error('request_log_flush_failed', { rows: batch.length, error: error instanceof Error ? error.message : String(error) })
+    }
+  }
+
+  const queueApi: RequestLogQueue = {
+    push(row) {
+      queue.push(row)
+      if (queue.length >= maxBatch) queueMicrotask(flush)
+    },
+    flush,
+    depth: () => queue.length,
+    start(intervalMs = 200) {
+      if (timer) return
+      timer = setInterval(flush, intervalMs)
+      timer.unref?.()
+    },
+    stop() {
+      if (timer) clearInterval(timer)
+      timer = undefined
+      flush()
+    },
+  }
+  metrics.logQueueDepth = queueApi.depth
+  return queueApi
+}

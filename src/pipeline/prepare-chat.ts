@@ -1,0 +1,36 @@
+/**
+ * The chat body as it goes upstream (SPEC "Body processing"): validated, `ad_request` and
+ * `link_request` removed, the steering message put in front of the system prompt. The model is
+ * set per attempt.
+ */
+import { RouterError } from '../errors/router-error'
+import { isObject } from './read-body'
+
+export function validateChatBody(value: unknown): Record<string, unknown> & { model: string; messages: unknown[] } {
+  if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
+  if (typeof value.model !== 'string' || value.model === '') throw new RouterError('missing_model')
+  if (!Array.isArray(value.messages) || value.messages.length === 0) throw new RouterError('missing_messages')
+  return value as Record<string, unknown> & { model: string; messages: unknown[] }
+}
+
+/** Removes the companion-ad and keyterm siblings, which never go upstream. */
+export function stripRouterFields(body: Record<string, unknown>): Record<string, unknown> {
+  if (!('ad_request' in body) && !('link_request' in body)) return body
+  const { ad_request: _ads, link_request: _links, ...rest } = body
+  return rest
+}
+
+/** Puts the steering message in front of the system prompt, creating one when there is none. */
+export function applySteering(body: Record<string, unknown>, steering: string | null | undefined): Record<string, unknown> {
+  if (!steering) return body
+  const messages = body.messages as unknown[]
+  const first = messages[0] as { role?: unknown; content?: unknown } | undefined
+  if (first && (first.role === 'system' || first.role === 'developer')) {
+    let content: unknown
+    if (typeof first.content === 'string') content = `${steering}\n\n${first.content}`
+    else if (Array.isArray(first.content)) content = [{ type: 'text', text: steering }, ...first.content]
+    else content = steering
+    return { ...body, messages: [{ ...first, content }, ...messages.slice(1)] }
+  }
+  return { ...body, messages: [{ role: 'system', content: steering }, ...messages] }
+}

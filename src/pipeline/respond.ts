@@ -1,0 +1,96 @@
+/**
+ * Answering the client: headers every /v1 response carries, error envelopes, and the piped
+ * same-dialect stream (bytes pass through; a break ends with one stream_aborted record, no [DONE]).
+ */
+import { errorResponse } from '../errors/render'
+import type { RouterError } from '../errors/router-error'
+import { copyRateLimitHeaders } from '../gateways/upstream'
+import type { RequestContext } from './context'
+import { failoverHeader } from './run-attempts'
+import type { FailedAttempt } from './classify-failure'
+
+export function setRoutingHeaders(context: RequestContext, gateway: string | undefined, failures: readonly FailedAttempt[], upstreamHeaders?: Headers) {
+  if (gateway) context.headers.set('x-router-provider', gateway)
+  context.headers.set('x-router-attempts', String(context.attempts))
+  if (failures.length > 0) context.headers.set('x-router-failover', failoverHeader(failures))
+  if (upstreamHeaders) copyRateLimitHeaders(upstreamHeaders, context.headers)
+}
+
+export function renderError(context: RequestContext, error: RouterError): Response {
+  if (!context.headers.has('x-router-attempts')) context.headers.set('x-router-attempts', String(context.attempts))
+  return errorResponse(context.envelope, error, context.headers)
+}
+
+const usagePatterns = {
+  prompt: /"(?:prompt_tokens|input_tokens)"\s*:\s*(\d+)/g,
+  completion: /"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)/g,
+}
+
+/** Token counts from the tail of a chat body or stream (the usage object comes last). */
+export function readUsage(tail: string, context: RequestContext) {
+  let match: RegExpExecArray | null
+  let prompt: string | undefined
+  let completion: string | undefined
+  usagePatterns.prompt.lastIndex = 0
+  while ((match = usagePatterns.prompt.exec(tail))) prompt = match[1]
+  usagePatterns.completion.lastIndex = 0
+  while ((match = usagePatterns.completion.exec(tail))) completion = match[1]
+  if (prompt !== undefined) context.inputTokens = Number(prompt)
+  if (completion !== undefined) context.outputTokens = Number(completion)
+}
+
+const encoder = new TextEncoder()
+
+export function streamAbortedRecord(message: string): Uint8Array {
+  return encoder.encode(`data: ${JSON.stringify({ error: { message, type: 'api_error', code: 'stream_aborted' } })}\n\n`)
+}
+
+export interface StreamEnd {
+  /** true when the upstream ended cleanly with `data: [DONE]`. */
+  complete: boolean
+  clientClosed: boolean
+  tail: string
+}
+
+/**
+ * Pipes an upstream SSE body to the client unchanged, watching only the tail for `[DONE]` and
+ * usage. A broken or truncated upstream ends with one stream_aborted record; a client hang-up
+ * aborts the upstream through `controller`.
+ */
+export function relayChatStream(upstream: ReadableStream<Uint8Array>, controller: AbortController, onEnd: (end: StreamEnd) => void): ReadableStream<Uint8Array> {
+  const reader = upstream.getReader()
+  const decoder = new TextDecoder()
+  let tail = ''
+  let ended = false
+  const finish = (end: Omit<StreamEnd, 'tail'>) => {
+    if (ended) return
+    ended = true
+    onEnd({ ...end, tail })
+  }
+  return new ReadableStream<Uint8Array>({
+    async pull(stream) {
+      try {
+        const { value, done } = await reader.read()
+        if (done) {
+          const complete = /data:\s*\[DONE\]/.test(tail)
+          if (!complete) stream.enqueue(streamAbortedRecord('The upstream stream ended before it was complete.'))
+          stream.close()
+          finish({ complete, clientClosed: false })
+          return
+        }
+        stream.enqueue(value)
+        tail = (tail + decoder.decode(value, { stream: true })).slice(-4096)
+      } catch {
+        if (ended) return
+        stream.enqueue(streamAbortedRecord('The upstream stream broke off.'))
+        stream.close()
+        finish({ complete: false, clientClosed: false })
+      }
+    },
+    cancel() {
+      controller.abort('client-closed')
+      reader.cancel().catch(() => {})
+      finish({ complete: false, clientClosed: true })
+    },
+  })
+}

@@ -1,0 +1,159 @@
+/**
+ * The chat-dialect routed calls: POST /chat/completions (buffered and piped streams) and
+ * POST /embeddings. Plan, run the attempts, answer, and log when the answer is complete.
+ */
+import { RouterError } from '../errors/router-error'
+import { forwardedHeaders, omitParameters, upstreamHeaders, upstreamUrl } from '../gateways/upstream'
+import type { RequestContext } from './context'
+import { failWith, finishWith, logRequest, type EndpointHandler, type InferenceDeps } from './index'
+import { planRoute, type Operation, type PlannedAttempt } from './plan-route'
+import { applySteering, stripRouterFields, validateChatBody } from './prepare-chat'
+import { isObject, readJsonBody } from './read-body'
+import { readUsage, relayChatStream, setRoutingHeaders } from './respond'
+import { runAttempts, type RunResult } from './run-attempts'
+
+export interface RoutedCallInput {
+  operation: Operation
+  /** Upstream path suffix, e.g. `/chat/completions`. */
+  suffix: string
+  /** The body to send, model set per attempt. */
+  body: Record<string, unknown>
+  model: string
+  stream: boolean
+  incomingHeaders: Headers
+  clientSignal: AbortSignal | undefined
+}
+
+/** Plans and runs the attempts of one routed call (shared by every dialect that pivots on chat). */
+export async function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
+  const snapshot = deps.snapshots.current()
+  const key = context.key!
+  const plan = planRoute({
+    rule: key.rule,
+    keyFailoverTtfbMs: key.failoverTtfbMs,
+    keyUpstreamTimeoutMs: key.upstreamTimeoutMs,
+    model: input.model,
+    operation: input.operation,
+    providers: snapshot.providers,
+    gatewayEnabled: snapshot.gatewayEnabled,
+    catalogs: snapshot.catalogs,
+    budgets: snapshot.budgets,
+    now: Date.now(),
+    random: deps.random,
+  })
+  context.mark('plan')
+  const forwarded = forwardedHeaders(input.incomingHeaders)
+  const accept = input.stream ? 'text/event-stream' : 'application/json'
+  const deadlineAt = context.startedAt + deps.config.deadlineMs
+  const result = await runAttempts(
+    plan.steps,
+    {
+      stream: input.stream,
+      send(step: PlannedAttempt, signal: AbortSignal) {
+        const body = omitParameters({ ...input.body, model: step.model }, step.provider)
+        return deps.fetch(upstreamUrl(step.provider, input.suffix), {
+          method: 'POST',
+          headers: upstreamHeaders(step.provider, forwarded, true, accept),
+          body: JSON.stringify(body),
+          signal,
+        })
+      },
+    },
+    {
+      deadlineAt,
+      clientSignal: input.clientSignal,
+      now: () => performance.now(),
+      onAttempt(gateway, outcome, upstreamMs) {
+        context.upstreamWaitMs += upstreamMs
+        deps.metrics.countAttempt(gateway, outcome)
+        deps.metrics.observeUpstreamLatency(gateway, upstreamMs)
+      },
+    },
+  )
+  context.attempts = result.attempts
+  context.path = result.path
+  for (const failure of result.failures) deps.metrics.countFailover(failure.gateway, failure.reason)
+  context.mark('upstream')
+  return result
+}
+
+/** Answers a finished run in the chat dialect: relayed bytes, a piped stream, or an error. */
+export function answerChatDialect(context: RequestContext, deps: InferenceDeps, result: RunResult): Response {
+  if (result.kind === 'failed') {
+    if (result.clientClosed) {
+      context.readyAt = performance.now()
+      logRequest(context, deps, 499, 'client_closed')
+      return new Response(null, { status: 499 })
+    }
+    setRoutingHeaders(context, undefined, result.failures, result.failures.at(-1)?.headers)
+    return failWith(context, deps, result.error)
+  }
+  context.gateway = result.step.gateway
+  context.providerKeyId = result.step.provider.id
+  context.upstreamModel = result.step.model
+  context.ttfbMs = result.headersAt - result.startedAt
+  setRoutingHeaders(context, result.step.gateway, result.failures, result.kind === 'relay' ? result.headers : result.response.headers)
+  if (result.kind === 'relay') {
+    context.headers.set('content-type', result.headers.get('content-type') ?? 'application/json')
+    return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.headers }), `upstream_${result.status}`)
+  }
+  const upstream = result.response
+  context.headers.set('content-type', upstream.headers.get('content-type') ?? (context.stream ? 'text/event-stream' : 'application/json'))
+  if (!context.stream || !upstream.body) {
+    const body = result.body ?? new ArrayBuffer(0)
+    readUsage(new TextDecoder().decode(new Uint8Array(body, Math.max(0, body.byteLength - 2048))), context)
+    return finishWith(context, deps, new Response(body, { status: upstream.status, headers: context.headers }))
+  }
+  context.readyAt = performance.now()
+  deps.metrics.inFlightStreams++
+  const piped = relayChatStream(upstream.body, result.controller, (end) => {
+    deps.metrics.inFlightStreams--
+    readUsage(end.tail, context)
+    if (end.clientClosed) logRequest(context, deps, 499, 'client_closed')
+    else logRequest(context, deps, upstream.status, end.complete ? undefined : 'stream_aborted')
+  })
+  context.headers.set('cache-control', 'no-cache')
+  return new Response(piped, { status: upstream.status, headers: context.headers })
+}
+
+export const handleChatCompletions: EndpointHandler = async (context, request, _route, deps) => {
+  const { text, value } = await readJsonBody(request)
+  const body = validateChatBody(value)
+  context.requestBody = text
+  context.model = body.model
+  context.stream = body.stream === true
+  const key = context.key!
+  const steering = key.steeringMessage ?? context.workspace?.steeringMessage
+  const prepared = applySteering(stripRouterFields(body), steering)
+  context.mark('body')
+  const result = await runRoutedCall(context, deps, {
+    operation: 'chat',
+    suffix: '/chat/completions',
+    body: prepared,
+    model: body.model,
+    stream: context.stream,
+    incomingHeaders: request.headers,
+    clientSignal: request.signal,
+  })
+  return answerChatDialect(context, deps, result)
+}
+
+export const handleEmbeddings: EndpointHandler = async (context, request, _route, deps) => {
+  const { text, value } = await readJsonBody(request)
+  if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
+  if (typeof value.model !== 'string' || value.model === '') throw new RouterError('missing_model')
+  if (value.input === undefined || value.input === null) throw new RouterError('invalid_request', 'The request body needs `input`.')
+  context.requestBody = text
+  context.model = value.model
+  context.mark('body')
+  const result = await runRoutedCall(context, deps, {
+    operation: 'embeddings',
+    suffix: '/embeddings',
+    body: value,
+    model: value.model,
+    stream: false,
+    incomingHeaders: request.headers,
+    clientSignal: request.signal,
+  })
+  return answerChatDialect(context, deps, result)
+}

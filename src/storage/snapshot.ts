@@ -1,0 +1,162 @@
+/**
+ * Read-mostly configuration in memory for the hot path: keys, workspaces, provider keys (secrets
+ * decrypted), gateway switches, model catalogs and learned budgets. Rebuilt lazily when this
+ * process writes (invalidate()) or when another connection committed (PRAGMA data_version).
+ */
+import { findGateway, providerBaseUrl, type GatewayDefinition } from '../gateways/catalog'
+import { buildGatewayCatalog, type GatewayCatalog } from '../gateways/model-catalog'
+import { compileAllowlist, type CompiledAllowlist } from '../management/ip-allowlist'
+import type { Config } from '../config/env'
+import type { Logger } from '../observability/logger'
+import type { Storage } from './client'
+import type { SecretBox } from './crypto'
+import type { Repositories } from './repositories'
+import type { StoredRule } from './repositories/inference-keys'
+
+export interface ProviderEntry {
+  id: string
+  workspaceId: string
+  gateway: GatewayDefinition
+  secret: string
+  baseUrl: string
+  disabled: boolean
+}
+
+export interface KeyEntry {
+  id: string
+  workspaceId: string
+  apiShape: string
+  secretHash: string
+  previous: { hash: string; untilMs: number; untilIso: string } | undefined
+  revoked: boolean
+  allowlist: CompiledAllowlist
+  steeringMessage: string | null
+  failoverTtfbMs: number | null
+  upstreamTimeoutMs: number | null
+  companionAds: boolean
+  keyterms: boolean
+  rule: StoredRule
+}
+
+export interface WorkspaceEntry {
+  id: string
+  suspended: boolean
+  allowlist: CompiledAllowlist
+  steeringMessage: string | null
+  captureBodies: boolean
+}
+
+export interface Snapshot {
+  keysByPrefix: Map<string, KeyEntry[]>
+  workspaces: Map<string, WorkspaceEntry>
+  providers: Map<string, ProviderEntry>
+  gatewayEnabled: Map<string, boolean>
+  catalogs: Map<string, GatewayCatalog>
+  budgets: Map<string, number>
+  /** Verified tokens of this snapshot: token → key and whether it was the rotated-out secret. */
+  tokenCache: Map<string, { key: KeyEntry; previous: boolean }>
+}
+
+export interface SnapshotStore {
+  current(): Snapshot
+  invalidate(): void
+}
+
+export function createSnapshotStore(deps: { storage: Storage; repositories: Repositories; secretBox: SecretBox; config: Config; logger: Logger }): SnapshotStore {
+  let snapshot: Snapshot | undefined
+  let seenVersion = -1
+
+  function build(): Snapshot {
+    const { repositories, secretBox, config, logger } = deps
+    const workspaces = new Map<string, WorkspaceEntry>()
+    for (const row of repositories.workspaces.listAll()) {
+      workspaces.set(row.id, {
+        id: row.id,
+        suspended: row.suspended,
+        allowlist: compileAllowlist(JSON.parse(row.allowedIps) as string[]),
+        steeringMessage: row.steeringMessage,
+        captureBodies: row.captureBodies,
+      })
+    }
+    const providers = new Map<string, ProviderEntry>()
+    for (const row of repositories.providerKeys.listAll()) {
+      const gateway = findGateway(row.gateway)
+      if (!gateway) continue
+      let secret: string
+      try {
+        secret = secretBox.decrypt(row.secretCiphertext)
+      } catch {
+        logger.error('provider_secret_unreadable', { provider_key_id: row.id })
+        continue
+      }
+      providers.set(row.id, {
+        id: row.id,
+        workspaceId: row.workspaceId,
+        gateway,
+        secret,
+        baseUrl: providerBaseUrl(gateway, config.gatewayUrlOverrides, JSON.parse(row.config) as Record<string, unknown>),
+        disabled: row.disabledAt !== null,
+      })
+    }
+    const keysByPrefix = new Map<string, KeyEntry[]>()
+    const add = (prefix: string, entry: KeyEntry) => {
+      const list = keysByPrefix.get(prefix)
+      if (list) list.push(entry)
+      else keysByPrefix.set(prefix, [entry])
+    }
+    for (const { key, rule } of repositories.inferenceKeys.listAllWithRules()) {
+      const previousUntil = key.previousSecretUntil ? Date.parse(key.previousSecretUntil) : undefined
+      const entry: KeyEntry = {
+        id: key.id,
+        workspaceId: key.workspaceId,
+        apiShape: key.apiShape,
+        secretHash: key.secretHash,
+        previous:
+          key.previousSecretHash && key.previousSecretUntil && previousUntil !== undefined
+            ? { hash: key.previousSecretHash, untilMs: previousUntil, untilIso: key.previousSecretUntil }
+            : undefined,
+        revoked: key.revokedAt !== null,
+        allowlist: compileAllowlist(JSON.parse(key.allowedIps) as string[]),
+        steeringMessage: key.steeringMessage,
+        failoverTtfbMs: key.failoverTtfbMs,
+        upstreamTimeoutMs: key.upstreamTimeoutMs,
+        companionAds: key.companionAds,
+        keyterms: key.keyterms,
+        rule,
+      }
+      add(key.keyPrefix, entry)
+      if (entry.previous && key.previousKeyPrefix && key.previousKeyPrefix !== key.keyPrefix) add(key.previousKeyPrefix, entry)
+    }
+    const gatewayEnabled = new Map<string, boolean>()
+    for (const row of repositories.providerKeys.listGatewaySettings()) gatewayEnabled.set(row.gateway, row.enabled)
+
+    const listed = new Map<string, string[]>()
+    for (const row of repositories.gatewayCatalogs.listModelIds()) {
+      const ids = listed.get(row.gateway)
+      if (ids) ids.push(row.modelId)
+      else listed.set(row.gateway, [row.modelId])
+    }
+    const catalogs = new Map<string, GatewayCatalog>()
+    for (const row of repositories.gatewayCatalogs.listCatalogs()) {
+      catalogs.set(row.gateway, buildGatewayCatalog(row.gateway, row.fetchedAt, listed.get(row.gateway) ?? []))
+    }
+    const budgets = new Map<string, number>()
+    for (const row of repositories.gatewayCatalogs.listBudgets()) budgets.set(row.gateway, row.ttfbBudgetMs)
+    return { keysByPrefix, workspaces, providers, gatewayEnabled, catalogs, budgets, tokenCache: new Map() }
+  }
+
+  return {
+    current() {
+      // One cheap PRAGMA per request: it changes when another connection (the CLI, another role) commits.
+      const version = deps.storage.dataVersion()
+      if (snapshot === undefined || version !== seenVersion) {
+        seenVersion = version
+        snapshot = build()
+      }
+      return snapshot
+    },
+    invalidate() {
+      snapshot = undefined
+    },
+  }
+}

@@ -1,0 +1,234 @@
+/**
+ * The real service process (CONTRACT §1–3, §8): first start on an empty data dir, master key file,
+ * SIGTERM, later starts, and the listener roles. Output is read as it arrives; no fixed sleeps.
+ */
+import { afterEach, describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+
+const repoRoot = resolve(import.meta.dir, '../..')
+const startupLimitMs = 15_000
+
+/** The process environment without any RT_* setting of the outer shell (no RT_MASTER_KEY). */
+function baseEnvironment(): Record<string, string> {
+  const environment: Record<string, string> = {}
+  for (const [name, value] of Object.entries(process.env)) if (value !== undefined && !name.startsWith('RT_')) environment[name] = value
+  return environment
+}
+
+class ServiceProcess {
+  stdout = ''
+  stderr = ''
+  private waiters: (() => void)[] = []
+  readonly child: ReturnType<typeof Bun.spawn<any, 'pipe', 'pipe'>>
+  readonly pumped: Promise<void>
+
+  constructor(dataDir: string, extraEnvironment: Record<string, string>) {
+    this.child = Bun.spawn(['bun', 'run', 'src/main.ts'], {
+      cwd: repoRoot,
+      env: { ...baseEnvironment(), HOST: '127.0.0.1', PORT: '0', RT_DATA_DIR: dataDir, ...extraEnvironment },
+      stdin: 'ignore',
+      stdout: 'pipe',
+      stderr: 'pipe',
+    })
+    this.pumped = Promise.all([this.pump(this.child.stdout, 'stdout'), this.pump(this.child.stderr, 'stderr')]).then(() => {})
+  }
+
+  private async pump(stream: ReadableStream<Uint8Array>, into: 'stdout' | 'stderr') {
+    const decoder = new TextDecoder()
+    for await (const chunk of stream) {
+      this[into] += decoder.decode(chunk, { stream: true })
+      for (const wake of this.waiters.splice(0)) wake()
+    }
+    this[into] += decoder.decode()
+    for (const wake of this.waiters.splice(0)) wake()
+  }
+
+  stdoutLines(): string[] {
+    return this.stdout.split('\n').filter((line) => line !== '')
+  }
+
+  /** Resolves with the first complete stdout line matching, as soon as it arrives. */
+  async waitForLine(predicate: (line: string) => boolean): Promise<string> {
+    let exited = false
+    let timedOut = false
+    const wakeAll = () => {
+      for (const wake of this.waiters.splice(0)) wake()
+    }
+    void this.child.exited.then(() => {
+      exited = true
+      wakeAll()
+    })
+    // Only a limit for a process that never gets ready; the line itself is awaited as it arrives.
+    const limit = setTimeout(() => {
+      timedOut = true
+      wakeAll()
+    }, startupLimitMs)
+    try {
+      for (;;) {
+        const complete = this.stdout.slice(0, this.stdout.lastIndexOf('\n') + 1)
+        const found = complete.split('\n').find((line) => line !== '' && predicate(line))
+        if (found !== undefined) return found
+        if (exited) throw new Error(`process exited before the expected line.\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`)
+        if (timedOut) throw new Error(`no expected line within ${startupLimitMs} ms.\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`)
+        await new Promise<void>((wake) => this.waiters.push(wake))
+      }
+    } finally {
+      clearTimeout(limit)
+    }
+  }
+
+  /** Waits for the `listening on` line and returns the root URL it names. */
+  async listening(): Promise<{ line: string; rootUrl: string }> {
+    const line = await this.waitForLine((text) => text.includes('listening on'))
+    const match = /listening on (https?):\/\/([^\s:/]+|\[[^\]]+\]):(\d+)/.exec(line)
+    expect(match).not.toBeNull()
+    const port = Number(match![3])
+    expect(port).toBeGreaterThan(0)
+    return { line, rootUrl: `http://127.0.0.1:${port}` }
+  }
+
+  async stop(): Promise<number> {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGTERM')
+    const code = await this.child.exited
+    await this.pumped
+    return code
+  }
+}
+
+const started: ServiceProcess[] = []
+const tempDirs: string[] = []
+
+function start(dataDir: string, extraEnvironment: Record<string, string> = {}) {
+  const service = new ServiceProcess(dataDir, extraEnvironment)
+  started.push(service)
+  return service
+}
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'router-e2e-'))
+  tempDirs.push(dir)
+  return dir
+}
+
+afterEach(async () => {
+  for (const service of started.splice(0)) {
+    if (service.child.exitCode === null && service.child.signalCode === null) service.child.kill('SIGKILL')
+    await service.child.exited
+  }
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+const managementKeyLine = (line: string) => line.startsWith('management key:')
+
+function managementKeyFrom(line: string): string {
+  const match = /^management key:\s*(rt_mgmt_\S+)\s*$/.exec(line)
+  expect(match).not.toBeNull()
+  return match![1]!
+}
+
+describe('service process', () => {
+  test('first start prints the management key and writes master.key (0600); SIGTERM exits 0; a second start prints no key', async () => {
+    const dataDir = tempDir()
+
+    const first = start(dataDir)
+    const { rootUrl } = await first.listening()
+    const keyLines = first.stdoutLines().filter(managementKeyLine)
+    expect(keyLines).toHaveLength(1)
+    expect(keyLines[0]!.startsWith('management key: rt_mgmt_')).toBe(true)
+    const managementKey = managementKeyFrom(keyLines[0]!)
+
+    // RT_MASTER_KEY unset: a random key file, mode 0600.
+    const masterKeyPath = join(dataDir, 'master.key')
+    const mode = statSync(masterKeyPath).mode & 0o777
+    expect(mode.toString(8)).toBe('600')
+    expect(statSync(masterKeyPath).size).toBeGreaterThan(0)
+    // ...and a warning about it (CONTRACT §3), as a log line.
+    const warnings = [...first.stdoutLines(), ...first.stderr.split('\n')]
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((entry) => entry.level === 'warn' && /master/i.test(JSON.stringify(entry)))
+    expect(warnings.length).toBeGreaterThanOrEqual(1)
+
+    // The printed key is a full-access key of the `default` workspace.
+    const account = await fetch(`${rootUrl}/api/v1/account`, { headers: { authorization: `Bearer ${managementKey}` } })
+    expect(account.status).toBe(200)
+    const snapshot = (await account.json()) as { data: { workspace: { name: string } } }
+    expect(snapshot.data.workspace.name).toBe('default')
+    const write = await fetch(`${rootUrl}/api/v1/keys`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'e2e' }),
+    })
+    expect(write.status).toBe(201)
+
+    expect(await first.stop()).toBe(0)
+    const masterKeyBefore = await Bun.file(masterKeyPath).text()
+
+    const second = start(dataDir)
+    const again = await second.listening()
+    // The key from the first start still works.
+    expect((await fetch(`${again.rootUrl}/api/v1/account`, { headers: { authorization: `Bearer ${managementKey}` } })).status).toBe(200)
+    expect(await second.stop()).toBe(0)
+    // Later starts print no secret: no key line anywhere in the whole output.
+    expect(second.stdoutLines().filter(managementKeyLine)).toEqual([])
+    expect(second.stdout).not.toContain('rt_mgmt_')
+    expect(second.stderr).not.toContain('rt_mgmt_')
+    // The master key file is reused, not replaced.
+    expect(await Bun.file(masterKeyPath).text()).toBe(masterKeyBefore)
+  })
+
+  test('stdout log lines are JSON, apart from the key line and the listening line', async () => {
+    const service = start(tempDir())
+    const { line: listeningLine, rootUrl } = await service.listening()
+    await fetch(`${rootUrl}/healthz`)
+    expect(await service.stop()).toBe(0)
+    for (const line of service.stdoutLines()) {
+      if (managementKeyLine(line) || line === listeningLine) continue
+      expect(() => JSON.parse(line)).not.toThrow()
+    }
+  })
+
+  test('RT_ROLE=proxy serves /healthz, /metrics and /mcp but not /api/v1', async () => {
+    const service = start(tempDir(), { RT_ROLE: 'proxy' })
+    const { rootUrl } = await service.listening()
+    const managementKey = managementKeyFrom(service.stdoutLines().find(managementKeyLine)!)
+
+    const health = await fetch(`${rootUrl}/healthz`)
+    expect(health.status).toBe(200)
+    expect(await health.json()).toEqual({ ok: true })
+    expect((await fetch(`${rootUrl}/metrics`)).status).toBe(200)
+
+    const mcp = await fetch(`${rootUrl}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    })
+    expect(mcp.status).toBe(200)
+    expect(await mcp.json()).toEqual({ jsonrpc: '2.0', id: 1, result: {} })
+
+    const account = await fetch(`${rootUrl}/api/v1/account`, { headers: { authorization: `Bearer ${managementKey}` } })
+    expect(account.status).toBe(404)
+    expect(await service.stop()).toBe(0)
+  })
+
+  test('RT_ROLE=app serves /api/v1 and /healthz but not /mcp', async () => {
+    const service = start(tempDir(), { RT_ROLE: 'app' })
+    const { rootUrl } = await service.listening()
+    const managementKey = managementKeyFrom(service.stdoutLines().find(managementKeyLine)!)
+
+    expect((await fetch(`${rootUrl}/healthz`)).status).toBe(200)
+    expect((await fetch(`${rootUrl}/metrics`)).status).toBe(200)
+    const account = await fetch(`${rootUrl}/api/v1/account`, { headers: { authorization: `Bearer ${managementKey}` } })
+    expect(account.status).toBe(200)
+
+    const mcp = await fetch(`${rootUrl}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+    })
+    expect(mcp.status).toBe(404)
+    expect(await service.stop()).toBe(0)
+  })
+})
