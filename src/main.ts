@@ -3,6 +3,7 @@ import { ConfigError, loadConfig } from './config/env'
 import { createRuntime } from './runtime'
 import { buildApp, createFetchHandler } from './app'
 import { createWorkspace } from './management/workspaces'
+import { startScheduler } from './scheduler/scheduler'
 
 async function main() {
   const config = loadConfig()
@@ -20,6 +21,7 @@ async function main() {
 
   const app = buildApp(runtime)
   runtime.logQueue.start()
+  const stopScheduler = startScheduler(runtime)
   const tls = config.tlsCert && config.tlsKey ? { cert: Bun.file(config.tlsCert), key: Bun.file(config.tlsKey) } : undefined
   const server = Bun.serve({
     hostname: config.host,
@@ -42,6 +44,7 @@ async function main() {
     logger.info('shutting_down', { signal })
     // Stop accepting; requests in flight get up to 30 s to finish (CONTRACT §2).
     await Promise.race([server.stop(false), Bun.sleep(30_000)])
+    stopScheduler()
     runtime.logQueue.stop()
     runtime.storage.close()
     process.exit(0)

@@ -1,5 +1,7 @@
 /** The scheduled jobs by name (CONTRACT §5 `jobs run NAME`), runnable once from the CLI. */
 import type { Runtime } from '../runtime'
+import { crawlCatalogs } from './jobs/catalog-crawl'
+import { learnBudgets } from './jobs/budget-learn'
 
 export const jobNames = ['catalog-crawl', 'budget-learn', 'batch-refresh', 'webhooks', 'all'] as const
 export type JobName = (typeof jobNames)[number]
@@ -7,7 +9,10 @@ export type JobName = (typeof jobNames)[number]
 export type Job = (runtime: Runtime) => Promise<Record<string, unknown>>
 
 /** Jobs that exist in this build. A name missing here is refused, never faked. */
-export const jobs: Partial<Record<Exclude<JobName, 'all'>, Job>> = {}
+export const jobs: Partial<Record<Exclude<JobName, 'all'>, Job>> = {
+  'catalog-crawl': crawlCatalogs,
+  'budget-learn': learnBudgets,
+}
 
 export async function runJob(runtime: Runtime, name: string): Promise<Record<string, unknown>> {
   if (!(jobNames as readonly string[]).includes(name)) throw new Error(`unknown job '${name}': one of ${jobNames.join(', ')}`)

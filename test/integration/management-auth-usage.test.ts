@@ -106,6 +106,17 @@ describe('authentication', () => {
     expect(afterSetup.keys.length).toBe(before.keys.length + 1)
   })
 
+  test('a management key is never valid on /v1 paths (401)', async () => {
+    await using server = await startTestServer()
+    const readOnly = createManagementKey(server.runtime, server.workspaceId, true)
+    for (const credential of [server.managementKey, readOnly.key]) {
+      const models = await server.call('GET', '/v1/models', undefined, credential)
+      expect(models.status).toBe(401)
+      const chat = await server.call('POST', '/v1/chat/completions', { model: 'vendor/model', messages: [{ role: 'user', content: 'hi' }] }, credential)
+      expect(chat.status).toBe(401)
+    }
+  })
+
   test('an inference key is not valid on /mcp (401)', async () => {
     await using server = await startTestServer()
     const inferenceKey = (await addKey(server)).key as string

@@ -189,6 +189,8 @@ describe('POST /api/v1/keys', () => {
       expect(commas.allowed_ips).toEqual(['198.51.100.1', '10.0.0.0/8', '172.16.0.0/12'])
       const newlines = await createKey(server, { allowed_ips: '198.51.100.1\n10.1.2.3/8\n::1' })
       expect(newlines.allowed_ips).toEqual(['198.51.100.1', '10.0.0.0/8', '::1'])
+      const mixed = await createKey(server, { allowed_ips: '2001:DB8:0:0::1,\n192.0.2.10/32' })
+      expect(mixed.allowed_ips).toEqual(['2001:DB8:0:0::1', '192.0.2.10/32'])
     })
 
     test('an invalid entry gives 400 naming it and no key is created', async () => {
@@ -253,6 +255,10 @@ describe('POST /api/v1/keys', () => {
     expect(high.failover_ttfb_ms).toBe(30000)
     const minUpstream = await createKey(server, { upstream_timeout_ms: 5000 })
     expect(minUpstream.upstream_timeout_ms).toBe(5000)
+    // The failover timeout never exceeds the upstream timeout (SPEC "Timeouts").
+    const capped = await createKey(server, { failover_ttfb_ms: 30000, upstream_timeout_ms: 5000 })
+    expect(capped.failover_ttfb_ms).toBe(30000)
+    expect(capped.effective_timeouts).toEqual({ failover_ttfb_ms: 5000, upstream_timeout_ms: 5000 })
     const nulls = await createKey(server, { failover_ttfb_ms: null, upstream_timeout_ms: null })
     expect(nulls.effective_timeouts).toEqual({ failover_ttfb_ms: 5000, upstream_timeout_ms: 60000 })
     const before = await keyCount(server)
@@ -478,12 +484,16 @@ describe('PATCH /api/v1/keys/:id', () => {
     expect((await getKey(server, key.id)).label).toBe('keep')
   })
 
-  test('empty body gives 400', async () => {
+  test('empty body (or one with none of the PATCH fields) gives 400', async () => {
     await using server = await startTestServer()
     const key = await createKey(server, { label: 'same' })
-    const response = await server.call('PATCH', `/api/v1/keys/${key.id}`, {})
-    expect(response.status).toBe(400)
-    expect(typeof response.body.error).toBe('string')
+    const before = await getKey(server, key.id)
+    for (const body of [{}, { unknown_field: 1 }, { api_shape: 'messages' }]) {
+      const response = await server.call('PATCH', `/api/v1/keys/${key.id}`, body)
+      expect(response.status).toBe(400)
+      expect(typeof response.body.error).toBe('string')
+    }
+    expect(await getKey(server, key.id)).toEqual(before)
   })
 
   test('non-boolean revoked, companion_ads or keyterms gives 400 and changes nothing', async () => {

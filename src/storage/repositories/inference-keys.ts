@@ -1,5 +1,5 @@
 /** Inference keys with their routing rules (targets, remaps, decisioner) and attached MCP servers. */
-import { and, asc, desc, eq, inArray, or } from 'drizzle-orm'
+import { and, asc, desc, eq, inArray, or, sql } from 'drizzle-orm'
 import type { Db } from '../client'
 import { inferenceKeys, keyMcpServers, modelRemaps, routingTargets } from '../schema'
 
@@ -100,7 +100,7 @@ export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
         .select()
         .from(inferenceKeys)
         .where(eq(inferenceKeys.workspaceId, workspaceId))
-        .orderBy(desc(inferenceKeys.createdAt), desc(inferenceKeys.id))
+        .orderBy(desc(inferenceKeys.createdAt), desc(sql`rowid`))
         .limit(limit)
         .offset(offset)
         .all()
