@@ -4,7 +4,7 @@ import type { Config } from './config/env'
 import { createLogger, type Logger } from './observability/logger'
 import { Metrics } from './observability/metrics'
 import { openStorage, type Storage } from './storage/client'
-import { createSecretBox, loadMasterKey, type SecretBox } from './storage/crypto'
+import { createIdSigner, createSecretBox, loadMasterKey, type SecretBox } from './storage/crypto'
 import { createRepositories, type Repositories } from './storage/repositories'
 import type { AppDeps } from './api/deps'
 import { createSnapshotStore, type SnapshotStore } from './storage/snapshot'
@@ -24,6 +24,7 @@ export interface Runtime extends AppDeps {
   logQueue: RequestLogQueue
   fetch: typeof fetch
   random: () => number
+  sign: (text: string) => string
 }
 
 export function createRuntime(config: Config, options: { logger?: Logger; fetch?: typeof fetch } = {}): Runtime {
@@ -52,5 +53,6 @@ export function createRuntime(config: Config, options: { logger?: Logger; fetch?
     logQueue: createRequestLogQueue(repositories, metrics, logger),
     fetch: options.fetch ?? fetch,
     random: Math.random,
+    sign: createIdSigner(key),
   }
 }

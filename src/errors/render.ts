@@ -66,3 +66,19 @@ export function errorResponse(envelope: Envelope, error: RouterError, headers: H
   if (error.extraHeaders) for (const [name, value] of Object.entries(error.extraHeaders)) headers.set(name, value)
   return new Response(JSON.stringify(errorBody(envelope, error)), { status: error.status, headers })
 }
+
+/** An upstream error relayed in a translated dialect: the gateway's status and message, this envelope. */
+export function upstreamErrorBody(envelope: Envelope, status: number, message: string): unknown {
+  switch (envelope) {
+    case 'chat':
+      return { error: { message, type: status >= 500 ? 'api_error' : 'invalid_request_error', code: `upstream_${status}` } }
+    case 'messages':
+      return { type: 'error', error: { type: messagesErrorType(status), message } }
+    case 'content':
+      return { error: { code: status, message, status: contentErrorStatus(status) } }
+    default: {
+      const exhaustive: never = envelope
+      return exhaustive
+    }
+  }
+}

@@ -7,7 +7,8 @@ import { isBatchId } from '../gateways/model-catalog'
 import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
 import type { ProviderEntry } from '../storage/snapshot'
 import type { RequestContext } from './context'
-import { finishWith, type EndpointHandler, type InferenceDeps } from './index'
+import { finishWith } from './finish'
+import type { EndpointHandler, InferenceDeps } from './types'
 import { defaultUpstreamTimeoutMs, eligibleTargets } from './plan-route'
 
 type ModelObject = Record<string, unknown> & { id: string }

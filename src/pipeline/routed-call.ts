@@ -4,24 +4,37 @@
  */
 import { RouterError } from '../errors/router-error'
 import { forwardedHeaders, omitParameters, upstreamHeaders, upstreamUrl } from '../gateways/upstream'
+import { chatViaResponses } from '../gateways/responses-only'
 import type { RequestContext } from './context'
-import { failWith, finishWith, logRequest, type EndpointHandler, type InferenceDeps } from './index'
+import { failWith, finishWith, logRequest } from './finish'
+import type { EndpointHandler, InferenceDeps } from './types'
 import { planRoute, type Operation, type PlannedAttempt } from './plan-route'
 import { applySteering, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, readJsonBody } from './read-body'
 import { readUsage, relayChatStream, setRoutingHeaders } from './respond'
 import { runAttempts, type RunResult } from './run-attempts'
 
-export interface RoutedCallInput {
-  operation: Operation
+export interface UpstreamCall {
   /** Upstream path suffix, e.g. `/chat/completions`. */
   suffix: string
-  /** The body to send, model set per attempt. */
   body: Record<string, unknown>
+}
+
+export interface RoutedCallInput {
+  operation: Operation
+  /** What to send to one planned attempt (its model spelling is `step.model`). */
+  requestFor(step: PlannedAttempt): UpstreamCall
   model: string
   stream: boolean
   incomingHeaders: Headers
   clientSignal: AbortSignal | undefined
+  /** A pinned Responses chain: only this provider key, no remaps. */
+  pinnedProviderKeyId?: string
+}
+
+/** The same chat body for every attempt, with the attempt's model spelling. */
+export function sameBody(suffix: string, body: Record<string, unknown>): (step: PlannedAttempt) => UpstreamCall {
+  return (step) => ({ suffix, body: { ...body, model: step.model } })
 }
 
 /** Plans and runs the attempts of one routed call (shared by every dialect that pivots on chat). */
@@ -40,6 +53,7 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
     budgets: snapshot.budgets,
     now: Date.now(),
     random: deps.random,
+    pinnedProviderKeyId: input.pinnedProviderKeyId,
   })
   context.mark('plan')
   const forwarded = forwardedHeaders(input.incomingHeaders)
@@ -50,13 +64,17 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
     {
       stream: input.stream,
       send(step: PlannedAttempt, signal: AbortSignal) {
-        const body = omitParameters({ ...input.body, model: step.model }, step.provider)
-        return deps.fetch(upstreamUrl(step.provider, input.suffix), {
-          method: 'POST',
-          headers: upstreamHeaders(step.provider, forwarded, true, accept),
-          body: JSON.stringify(body),
-          signal,
-        })
+        const call = input.requestFor(step)
+        const post = (suffix: string, body: Record<string, unknown>) =>
+          deps.fetch(upstreamUrl(step.provider, suffix), {
+            method: 'POST',
+            headers: upstreamHeaders(step.provider, forwarded, true, accept),
+            body: JSON.stringify(omitParameters(body, step.provider)),
+            signal,
+          })
+        // The responses-only gateway kind is called on /responses and answers as chat.
+        if (call.suffix === '/chat/completions' && step.provider.gateway.capabilities.responses === 'only') return chatViaResponses(post, call.body)
+        return post(call.suffix, call.body)
       },
     },
     {
@@ -128,8 +146,7 @@ export const handleChatCompletions: EndpointHandler = async (context, request, _
   context.mark('body')
   const result = await runRoutedCall(context, deps, {
     operation: 'chat',
-    suffix: '/chat/completions',
-    body: prepared,
+    requestFor: sameBody('/chat/completions', prepared),
     model: body.model,
     stream: context.stream,
     incomingHeaders: request.headers,
@@ -148,8 +165,7 @@ export const handleEmbeddings: EndpointHandler = async (context, request, _route
   context.mark('body')
   const result = await runRoutedCall(context, deps, {
     operation: 'embeddings',
-    suffix: '/embeddings',
-    body: value,
+    requestFor: sameBody('/embeddings', value),
     model: value.model,
     stream: false,
     incomingHeaders: request.headers,

@@ -1,5 +1,5 @@
 /** AES-256-GCM for provider secrets under RT_MASTER_KEY; SHA-256 hashes for our own key secrets. */
-import { createCipheriv, createDecipheriv, createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { dirname } from 'node:path'
 
@@ -78,4 +78,13 @@ export function generateSecret(prefix: string, length = 40): string {
 /** The displayed prefix of a secret: its type prefix plus 8 characters. */
 export function displayPrefix(secret: string, typePrefix: string): string {
   return secret.slice(0, typePrefix.length + 8)
+}
+
+/**
+ * Signs ids the service issues (response and batch ids) so altered or truncated ids are refused:
+ * a 128-bit HMAC-SHA256 tag, base64url, under a key derived from the master key.
+ */
+export function createIdSigner(masterKey: Buffer): (text: string) => string {
+  const key = createHmac('sha256', masterKey).update('router-id-signing-v1').digest()
+  return (text) => createHmac('sha256', key).update(text).digest('base64url').slice(0, 22)
 }

@@ -1,0 +1,132 @@
+/**
+ * generateContent-dialect request → chat request: contents (text, inline data, file data, function
+ * calls and responses), systemInstruction, generationConfig, function declarations and the
+ * function-calling mode. Safety settings and cached content have no chat equivalent and are dropped.
+ */
+import { RouterError } from '../../errors/router-error'
+
+type Json = Record<string, any>
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+const invalid = (message: string) => new RouterError('invalid_request', message)
+
+export function validateContentBody(value: unknown): Json & { contents: Json[] } {
+  if (!isObject(value)) throw invalid('The request body must be a JSON object.')
+  if (!Array.isArray(value.contents) || value.contents.length === 0) throw new RouterError('missing_messages', 'contents: a non-empty array is required.')
+  value.contents.forEach((content: unknown, index: number) => {
+    if (!isObject(content)) throw invalid(`contents[${index}]: expected an object.`)
+    if (content.role !== undefined && content.role !== 'user' && content.role !== 'model' && content.role !== 'function') {
+      throw invalid(`contents[${index}].role: expected 'user' or 'model'.`)
+    }
+    if (!Array.isArray(content.parts) || content.parts.length === 0) throw invalid(`contents[${index}].parts: a non-empty array is required.`)
+  })
+  if (value.generationConfig !== undefined && !isObject(value.generationConfig)) throw invalid('generationConfig: expected an object.')
+  if (value.systemInstruction !== undefined && !isObject(value.systemInstruction) && typeof value.systemInstruction !== 'string') {
+    throw invalid('systemInstruction: expected a Content object.')
+  }
+  if (value.tools !== undefined && !Array.isArray(value.tools)) throw invalid('tools: expected an array.')
+  return value as Json & { contents: Json[] }
+}
+
+function partToChat(part: Json): Json | undefined {
+  if (typeof part.text === 'string') return part.thought === true ? undefined : { type: 'text', text: part.text }
+  if (isObject(part.inlineData)) {
+    const mime = String(part.inlineData.mimeType ?? 'application/octet-stream')
+    const url = `data:${mime};base64,${part.inlineData.data ?? ''}`
+    return mime.startsWith('image/') ? { type: 'image_url', image_url: { url } } : { type: 'file', file: { file_data: url } }
+  }
+  if (isObject(part.fileData)) {
+    const mime = String(part.fileData.mimeType ?? '')
+    const uri = String(part.fileData.fileUri ?? '')
+    return mime.startsWith('image/') ? { type: 'image_url', image_url: { url: uri } } : { type: 'file', file: { file_data: uri } }
+  }
+  return undefined
+}
+
+export function contentToChat(body: Json, model: string): Json {
+  const messages: Json[] = []
+  const instruction = body.systemInstruction
+  const systemText =
+    typeof instruction === 'string'
+      ? instruction
+      : isObject(instruction) && Array.isArray(instruction.parts)
+        ? instruction.parts.map((part: Json) => String(part?.text ?? '')).join('\n')
+        : ''
+  if (systemText) messages.push({ role: 'system', content: systemText })
+  // Calls are matched to responses by name, in order (the dialect has no call ids).
+  const pendingCalls = new Map<string, string[]>()
+  let callCounter = 0
+  for (const content of body.contents as Json[]) {
+    const parts = content.parts as Json[]
+    if (content.role === 'model') {
+      let text = ''
+      const toolCalls: Json[] = []
+      for (const part of parts) {
+        if (typeof part.text === 'string' && part.thought !== true) text += part.text
+        if (isObject(part.functionCall)) {
+          const name = String(part.functionCall.name ?? '')
+          const id = typeof part.functionCall.id === 'string' ? part.functionCall.id : `call_${++callCounter}`
+          pendingCalls.set(name, [...(pendingCalls.get(name) ?? []), id])
+          toolCalls.push({ id, type: 'function', function: { name, arguments: JSON.stringify(part.functionCall.args ?? {}) } })
+        }
+      }
+      if (text || toolCalls.length) messages.push({ role: 'assistant', content: toolCalls.length && !text ? null : text, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) })
+      continue
+    }
+    const chatParts: Json[] = []
+    for (const part of parts) {
+      if (isObject(part.functionResponse)) {
+        const name = String(part.functionResponse.name ?? '')
+        const queue = pendingCalls.get(name) ?? []
+        const id = typeof part.functionResponse.id === 'string' ? part.functionResponse.id : (queue.shift() ?? `call_${++callCounter}`)
+        pendingCalls.set(name, queue)
+        messages.push({ role: 'tool', tool_call_id: id, content: JSON.stringify(part.functionResponse.response ?? {}) })
+        continue
+      }
+      const converted = partToChat(part)
+      if (converted) chatParts.push(converted)
+    }
+    if (chatParts.length) {
+      messages.push({ role: 'user', content: chatParts.every((part) => part.type === 'text') ? chatParts.map((part) => part.text).join('') : chatParts })
+    }
+  }
+  const chat: Json = { model, messages }
+  const config = isObject(body.generationConfig) ? body.generationConfig : {}
+  if (config.temperature !== undefined) chat.temperature = config.temperature
+  if (config.topP !== undefined) chat.top_p = config.topP
+  if (config.maxOutputTokens !== undefined) chat.max_tokens = config.maxOutputTokens
+  if (Array.isArray(config.stopSequences) && config.stopSequences.length) chat.stop = config.stopSequences
+  if (config.candidateCount !== undefined) chat.n = config.candidateCount
+  if (config.presencePenalty !== undefined) chat.presence_penalty = config.presencePenalty
+  if (config.frequencyPenalty !== undefined) chat.frequency_penalty = config.frequencyPenalty
+  if (config.seed !== undefined) chat.seed = config.seed
+  if (config.responseMimeType === 'application/json') {
+    const schema = config.responseJsonSchema ?? config.responseSchema
+    chat.response_format = schema ? { type: 'json_schema', json_schema: { name: 'response', schema } } : { type: 'json_object' }
+  }
+  if (isObject(config.thinkingConfig) && typeof config.thinkingConfig.thinkingBudget === 'number' && config.thinkingConfig.thinkingBudget > 0) {
+    chat.reasoning = { max_tokens: config.thinkingConfig.thinkingBudget }
+  }
+  const declarations = (Array.isArray(body.tools) ? body.tools : []).flatMap((tool: Json) => (Array.isArray(tool?.functionDeclarations) ? tool.functionDeclarations : []))
+  if (declarations.length) {
+    chat.tools = declarations.map((declaration: Json) => ({
+      type: 'function',
+      function: {
+        name: declaration.name,
+        ...(declaration.description !== undefined ? { description: declaration.description } : {}),
+        parameters: declaration.parametersJsonSchema ?? declaration.parameters ?? { type: 'object', properties: {} },
+      },
+    }))
+  }
+  const calling = body.toolConfig?.functionCallingConfig
+  if (isObject(calling)) {
+    const allowed = Array.isArray(calling.allowedFunctionNames) ? calling.allowedFunctionNames : []
+    if (calling.mode === 'NONE') chat.tool_choice = 'none'
+    else if (calling.mode === 'ANY') chat.tool_choice = allowed.length === 1 ? { type: 'function', function: { name: allowed[0] } } : 'required'
+    else if (calling.mode === 'AUTO') chat.tool_choice = 'auto'
+  }
+  return chat
+}

@@ -1,0 +1,197 @@
+/**
+ * Messages-dialect request → chat request (SPEC "POST /messages" translation table): system,
+ * thinking budget → `reasoning.max_tokens`, history thinking stripped, document blocks as chat file
+ * parts, server tools passed as sent (their earlier-turn blocks dropped), tool use and results
+ * (images inside tool results follow as a user message), `disable_parallel_tool_use`, and the
+ * dropped fields `top_k`, `metadata`, `service_tier`, `cache_control`.
+ */
+import { RouterError } from '../../errors/router-error'
+
+type Json = Record<string, any>
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+const invalid = (message: string) => new RouterError('invalid_request', message)
+
+/** Field checks with messages naming the field (messages envelope, 400). */
+export function validateMessagesBody(value: unknown): Json & { model: string; messages: Json[] } {
+  if (!isObject(value)) throw invalid('The request body must be a JSON object.')
+  if (typeof value.model !== 'string' || value.model === '') throw new RouterError('missing_model', 'model: Field required (a non-empty string).')
+  if (!Array.isArray(value.messages) || value.messages.length === 0) throw new RouterError('missing_messages', 'messages: Field required (a non-empty array).')
+  value.messages.forEach((message: unknown, index: number) => {
+    if (!isObject(message)) throw invalid(`messages.${index}: expected an object.`)
+    if (message.role !== 'user' && message.role !== 'assistant') throw invalid(`messages.${index}.role: expected 'user' or 'assistant'.`)
+    if (typeof message.content !== 'string' && !Array.isArray(message.content)) throw invalid(`messages.${index}.content: expected a string or an array of content blocks.`)
+    if (Array.isArray(message.content)) {
+      message.content.forEach((block: unknown, blockIndex: number) => {
+        if (!isObject(block) || typeof block.type !== 'string') throw invalid(`messages.${index}.content.${blockIndex}: expected a content block with a type.`)
+      })
+    }
+  })
+  if (value.max_tokens !== undefined && (!Number.isInteger(value.max_tokens) || value.max_tokens < 1)) throw invalid('max_tokens: expected an integer of at least 1.')
+  if (value.stream !== undefined && typeof value.stream !== 'boolean') throw invalid('stream: expected a boolean.')
+  if (value.system !== undefined && typeof value.system !== 'string' && !Array.isArray(value.system)) throw invalid('system: expected a string or an array of text blocks.')
+  if (value.tools !== undefined && !Array.isArray(value.tools)) throw invalid('tools: expected an array.')
+  if (value.stop_sequences !== undefined && (!Array.isArray(value.stop_sequences) || !value.stop_sequences.every((item: unknown) => typeof item === 'string'))) {
+    throw invalid('stop_sequences: expected an array of strings.')
+  }
+  if (value.thinking !== undefined && value.thinking !== null) {
+    if (!isObject(value.thinking)) throw invalid('thinking: expected an object.')
+    if (value.thinking.type === 'enabled' && (!Number.isInteger(value.thinking.budget_tokens) || value.thinking.budget_tokens < 1)) {
+      throw invalid('thinking.budget_tokens: expected a positive integer when thinking is enabled.')
+    }
+  }
+  return value as Json & { model: string; messages: Json[] }
+}
+
+function imagePart(source: Json): Json | undefined {
+  if (source.type === 'base64' && typeof source.data === 'string') {
+    return { type: 'image_url', image_url: { url: `data:${source.media_type ?? 'image/png'};base64,${source.data}` } }
+  }
+  if (source.type === 'url' && typeof source.url === 'string') return { type: 'image_url', image_url: { url: source.url } }
+  return undefined
+}
+
+function documentPart(block: Json): Json | undefined {
+  const source = isObject(block.source) ? block.source : {}
+  const filename = typeof block.title === 'string' ? block.title : undefined
+  switch (source.type) {
+    case 'base64':
+      return { type: 'file', file: { ...(filename ? { filename } : { filename: 'document.pdf' }), file_data: `data:${source.media_type ?? 'application/pdf'};base64,${source.data}` } }
+    case 'url':
+      return { type: 'file', file: { ...(filename ? { filename } : {}), file_data: source.url } }
+    case 'file':
+      return { type: 'file', file: { file_id: source.file_id } }
+    case 'text':
+      // Plain-text sources ride inline.
+      return { type: 'text', text: String(source.data ?? '') }
+    case 'content':
+      return {
+        type: 'text',
+        text: Array.isArray(source.content) ? source.content.map((item: Json) => (typeof item?.text === 'string' ? item.text : '')).join('\n') : String(source.content ?? ''),
+      }
+    default:
+      return undefined
+  }
+}
+
+/** Joined text of a chat content array when every part is text (then a plain string is sent). */
+function simplify(parts: Json[]): string | Json[] {
+  return parts.every((part) => part.type === 'text') ? parts.map((part) => part.text).join('') : parts
+}
+
+function toolResultContent(block: Json): { text: string; images: Json[] } {
+  if (typeof block.content === 'string') return { text: block.content, images: [] }
+  const texts: string[] = []
+  const images: Json[] = []
+  for (const item of Array.isArray(block.content) ? block.content : []) {
+    if (!isObject(item)) continue
+    if (item.type === 'text') texts.push(String(item.text ?? ''))
+    else if (item.type === 'image' && isObject(item.source)) {
+      const image = imagePart(item.source)
+      if (image) images.push(image)
+    } else if (item.type === 'document') {
+      const document = documentPart(item)
+      if (document?.type === 'text') texts.push(document.text)
+    }
+  }
+  return { text: texts.join('\n'), images }
+}
+
+/** Translates the validated body; `stream` gains `stream_options.include_usage` for real token counts. */
+export function messagesToChat(body: Json): Json {
+  const messages: Json[] = []
+  if (typeof body.system === 'string' && body.system) messages.push({ role: 'system', content: body.system })
+  else if (Array.isArray(body.system)) {
+    const text = body.system.filter(isObject).map((block: Json) => String(block.text ?? '')).join('\n')
+    if (text) messages.push({ role: 'system', content: text })
+  }
+  for (const message of body.messages as Json[]) {
+    const blocks: Json[] = typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content
+    if (message.role === 'assistant') {
+      let text = ''
+      const toolCalls: Json[] = []
+      for (const block of blocks) {
+        if (block.type === 'text') text += String(block.text ?? '')
+        else if (block.type === 'tool_use') {
+          toolCalls.push({ id: String(block.id), type: 'function', function: { name: String(block.name), arguments: JSON.stringify(block.input ?? {}) } })
+        }
+        // thinking, redacted_thinking, server_tool_use and *_tool_result blocks are stripped from history.
+      }
+      if (!text && toolCalls.length === 0) continue
+      messages.push({ role: 'assistant', content: toolCalls.length && !text ? null : text, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) })
+      continue
+    }
+    const parts: Json[] = []
+    const toolMessages: Json[] = []
+    const toolImages: Json[] = []
+    for (const block of blocks) {
+      switch (block.type) {
+        case 'text':
+          parts.push({ type: 'text', text: String(block.text ?? '') })
+          break
+        case 'image': {
+          const image = isObject(block.source) ? imagePart(block.source) : undefined
+          if (image) parts.push(image)
+          break
+        }
+        case 'document': {
+          const document = documentPart(block)
+          if (document) parts.push(document)
+          break
+        }
+        case 'tool_result': {
+          const { text, images } = toolResultContent(block)
+          toolMessages.push({ role: 'tool', tool_call_id: String(block.tool_use_id), content: block.is_error ? `Error: ${text}` : text })
+          toolImages.push(...images)
+          break
+        }
+        default:
+          // Server-tool results from earlier turns (`*_tool_result`) and block types chat cannot
+          // express are dropped.
+          break
+      }
+    }
+    messages.push(...toolMessages)
+    // An image inside a tool_result follows the tool messages as a user message.
+    if (toolImages.length) messages.push({ role: 'user', content: toolImages })
+    if (parts.length) messages.push({ role: 'user', content: simplify(parts) })
+  }
+
+  const chat: Json = { model: body.model, messages }
+  if (body.max_tokens !== undefined) chat.max_tokens = body.max_tokens
+  if (body.temperature !== undefined) chat.temperature = body.temperature
+  if (body.top_p !== undefined) chat.top_p = body.top_p
+  if (Array.isArray(body.stop_sequences) && body.stop_sequences.length) chat.stop = body.stop_sequences
+  if (body.stream === true) {
+    chat.stream = true
+    chat.stream_options = { include_usage: true }
+  }
+  if (isObject(body.thinking) && body.thinking.type === 'enabled') chat.reasoning = { max_tokens: body.thinking.budget_tokens }
+  if (Array.isArray(body.tools) && body.tools.length) {
+    chat.tools = body.tools.filter(isObject).map((tool: Json) =>
+      tool.input_schema !== undefined || tool.type === 'custom' || tool.type === undefined
+        ? {
+            type: 'function',
+            function: {
+              name: tool.name,
+              ...(tool.description !== undefined ? { description: tool.description } : {}),
+              parameters: tool.input_schema ?? { type: 'object', properties: {} },
+            },
+          }
+        : // Server tools (web search, code execution, …) are passed as sent.
+          tool,
+    )
+  }
+  const choice = body.tool_choice
+  if (isObject(choice)) {
+    if (choice.type === 'auto') chat.tool_choice = 'auto'
+    else if (choice.type === 'any') chat.tool_choice = 'required'
+    else if (choice.type === 'none') chat.tool_choice = 'none'
+    else if (choice.type === 'tool' && typeof choice.name === 'string') chat.tool_choice = { type: 'function', function: { name: choice.name } }
+    if (choice.disable_parallel_tool_use === true) chat.parallel_tool_calls = false
+  }
+  return chat
+}

@@ -1,0 +1,105 @@
+/**
+ * Responses SSE → stream parts (the responses-only gateway kind). Text and reasoning deltas,
+ * function calls, and the terminal event with usage; encrypted reasoning is dropped; `error` and
+ * `response.failed` become an `error` part.
+ */
+import { createSseDecoder, parseJson } from '../sse/decode'
+import type { ByteChunk, FinishReason, StreamPart } from '../stream-parts'
+import { readResponsesUsage } from './convert-response'
+
+type Json = Record<string, any>
+
+export function decodeResponsesStream(): TransformStream<ByteChunk, StreamPart> {
+  let ended = false
+  let sawFunctionCall = false
+  /** item id → tool index */
+  const tools = new Map<string, number>()
+  /** tool index → whether argument deltas arrived (else the done event carries them) */
+  const streamedArguments = new Set<number>()
+  let output: TransformStreamDefaultController<StreamPart>
+
+  const fail = (message: string) => {
+    if (ended) return
+    ended = true
+    output.enqueue({ type: 'error', message, code: 'stream_aborted' })
+  }
+
+  const sse = createSseDecoder((event) => {
+    if (ended || event.data === '[DONE]') return
+    const data = parseJson(event.data) as Json | undefined
+    if (!data || typeof data !== 'object') return fail('The upstream sent an unreadable stream event.')
+    const type = String(data.type ?? event.event ?? '')
+    switch (type) {
+      case 'response.created':
+        output.enqueue({ type: 'start', id: data.response?.id, model: data.response?.model, created: data.response?.created_at })
+        return
+      case 'response.output_text.delta':
+        if (typeof data.delta === 'string' && data.delta) output.enqueue({ type: 'text-delta', delta: data.delta })
+        return
+      case 'response.refusal.delta':
+        if (typeof data.delta === 'string' && data.delta) output.enqueue({ type: 'text-delta', delta: data.delta })
+        return
+      case 'response.reasoning_summary_text.delta':
+      case 'response.reasoning_text.delta':
+        if (typeof data.delta === 'string' && data.delta) output.enqueue({ type: 'reasoning-delta', delta: data.delta })
+        return
+      case 'response.output_item.added':
+        if (data.item?.type === 'function_call') {
+          const index = tools.size
+          tools.set(String(data.item.id ?? data.item.call_id), index)
+          sawFunctionCall = true
+          output.enqueue({ type: 'tool-input-start', index, id: String(data.item.call_id ?? data.item.id), name: String(data.item.name ?? '') })
+        }
+        return
+      case 'response.function_call_arguments.delta': {
+        const index = tools.get(String(data.item_id))
+        if (index !== undefined && typeof data.delta === 'string' && data.delta) {
+          streamedArguments.add(index)
+          output.enqueue({ type: 'tool-input-delta', index, delta: data.delta })
+        }
+        return
+      }
+      case 'response.output_item.done': {
+        // Some implementations send a function call's arguments only with the finished item.
+        const index = data.item?.type === 'function_call' ? tools.get(String(data.item.id ?? data.item.call_id)) : undefined
+        if (index !== undefined && !streamedArguments.has(index) && typeof data.item.arguments === 'string' && data.item.arguments) {
+          output.enqueue({ type: 'tool-input-delta', index, delta: data.item.arguments })
+        }
+        return
+      }
+      case 'response.completed':
+      case 'response.incomplete': {
+        ended = true
+        const response = data.response ?? {}
+        const incomplete = type === 'response.incomplete' || response.status === 'incomplete'
+        const reason: FinishReason = incomplete
+          ? response.incomplete_details?.reason === 'content_filter'
+            ? 'content_filter'
+            : 'length'
+          : sawFunctionCall
+            ? 'tool_calls'
+            : 'stop'
+        output.enqueue({ type: 'finish', reason, usage: readResponsesUsage(response.usage) })
+        return
+      }
+      case 'response.failed':
+        return fail(String(data.response?.error?.message ?? 'The upstream response failed.'))
+      case 'error':
+        return fail(String(data.error?.message ?? data.message ?? 'The upstream reported an error mid-stream.'))
+      default:
+        return
+    }
+  })
+
+  return new TransformStream<ByteChunk, StreamPart>({
+    start(controller) {
+      output = controller
+    },
+    transform(chunk) {
+      if (!sse.feed(chunk)) fail('The upstream stream broke off.')
+    },
+    flush() {
+      fail('The upstream stream ended before it was complete.')
+    },
+  })
+}

@@ -1,0 +1,113 @@
+/**
+ * Answering a routed call in a dialect other than chat: the chat reply (or stream) from upstream is
+ * read into the neutral form and written in the client's dialect; an upstream error is re-enveloped;
+ * a reply the translator cannot map is a 502 in the client's envelope, never a half-written stream.
+ */
+import { RouterError } from '../errors/router-error'
+import { upstreamErrorBody } from '../errors/render'
+import { readChatCompletion } from '../dialects/chat/convert-response'
+import { decodeChatStream } from '../dialects/chat/decode-stream'
+import { UntranslatableReply, type AssistantResult } from '../dialects/assistant-result'
+import { breakSafe, type ByteChunk, type StreamPart } from '../dialects/stream-parts'
+import { upstreamMessage } from './classify-failure'
+import type { RequestContext } from './context'
+import { failWith, finishWith, logRequest } from './finish'
+import type { InferenceDeps } from './types'
+import { setRoutingHeaders } from './respond'
+import type { RunResult } from './run-attempts'
+
+export interface Translation {
+  /** The buffered reply in the client's dialect. */
+  buffered(result: AssistantResult): unknown
+  /** Parts → the client's SSE. */
+  encode(): TransformStream<StreamPart, Uint8Array>
+  /** Upstream bytes → parts (chat by default). */
+  decode?(): TransformStream<ByteChunk, StreamPart>
+  /** Reads a buffered upstream body (chat completion by default). */
+  read?(value: unknown): AssistantResult
+}
+
+/** Watches parts for usage and the end of the stream (for the log), passing them on unchanged. */
+function tapParts(context: RequestContext, onEnd: (status: 'complete' | 'aborted') => void): TransformStream<StreamPart, StreamPart> {
+  let ended = false
+  return new TransformStream<StreamPart, StreamPart>({
+    transform(part, controller) {
+      if (part.type === 'finish' && part.usage) {
+        context.inputTokens = part.usage.inputTokens
+        context.outputTokens = part.usage.outputTokens
+      }
+      if (!ended && (part.type === 'finish' || part.type === 'error')) {
+        ended = true
+        onEnd(part.type === 'finish' ? 'complete' : 'aborted')
+      }
+      controller.enqueue(part)
+    },
+    flush() {
+      if (!ended) {
+        ended = true
+        onEnd('aborted')
+      }
+    },
+  })
+}
+
+export function answerTranslated(context: RequestContext, deps: InferenceDeps, result: RunResult, translation: Translation): Response {
+  if (result.kind === 'failed') {
+    if (result.clientClosed) {
+      context.readyAt = performance.now()
+      logRequest(context, deps, 499, 'client_closed')
+      return new Response(null, { status: 499 })
+    }
+    setRoutingHeaders(context, undefined, result.failures, result.failures.at(-1)?.headers)
+    return failWith(context, deps, result.error)
+  }
+  context.gateway = result.step.gateway
+  context.providerKeyId = result.step.provider.id
+  context.upstreamModel = result.step.model
+  context.ttfbMs = result.headersAt - result.startedAt
+  setRoutingHeaders(context, result.step.gateway, result.failures, result.kind === 'relay' ? result.headers : result.response.headers)
+  if (result.kind === 'relay') {
+    const message = upstreamMessage(result.body) ?? `The gateway answered HTTP ${result.status}.`
+    context.headers.set('content-type', 'application/json')
+    return finishWith(context, deps, new Response(JSON.stringify(upstreamErrorBody(context.envelope, result.status, message)), { status: result.status, headers: context.headers }), `upstream_${result.status}`)
+  }
+  const upstream = result.response
+  if (!context.stream || !upstream.body) {
+    let translated: unknown
+    try {
+      const text = new TextDecoder().decode(result.body ?? new ArrayBuffer(0))
+      const reply = (translation.read ?? readChatCompletion)(JSON.parse(text))
+      if (reply.usage) {
+        context.inputTokens = reply.usage.inputTokens
+        context.outputTokens = reply.usage.outputTokens
+      }
+      translated = translation.buffered(reply)
+    } catch (error) {
+      if (error instanceof UntranslatableReply || error instanceof SyntaxError) {
+        return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} could not be translated: ${error.message}`))
+      }
+      throw error
+    }
+    context.headers.set('content-type', 'application/json')
+    return finishWith(context, deps, new Response(JSON.stringify(translated), { status: 200, headers: context.headers }))
+  }
+  context.readyAt = performance.now()
+  deps.metrics.inFlightStreams++
+  let logged = false
+  const end = (status: number, code: string | undefined) => {
+    if (logged) return
+    logged = true
+    deps.metrics.inFlightStreams--
+    logRequest(context, deps, status, code)
+  }
+  const body = breakSafe(upstream.body, () => {
+    result.controller.abort('client-closed')
+    end(499, 'client_closed')
+  })
+    .pipeThrough((translation.decode ?? decodeChatStream)())
+    .pipeThrough(tapParts(context, (outcome) => end(200, outcome === 'complete' ? undefined : 'stream_aborted')))
+    .pipeThrough(translation.encode())
+  context.headers.set('content-type', 'text/event-stream; charset=utf-8')
+  context.headers.set('cache-control', 'no-cache')
+  return new Response(body, { status: 200, headers: context.headers })
+}

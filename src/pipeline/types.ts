@@ -1,0 +1,47 @@
+/** The types shared by the inference pipeline's stages. */
+import type { Config } from '../config/env'
+import type { Envelope } from '../errors/render'
+import type { Logger } from '../observability/logger'
+import type { Metrics } from '../observability/metrics'
+import type { SnapshotStore } from '../storage/snapshot'
+import type { RequestContext } from './context'
+import type { RequestLogQueue } from './log-request'
+
+export interface InferenceDeps {
+  config: Config
+  snapshots: SnapshotStore
+  logQueue: RequestLogQueue
+  metrics: Metrics
+  logger: Logger
+  fetch: typeof fetch
+  random: () => number
+  /** Signs ids the service issues (resp_rt_…, batch_rt_…). */
+  sign: (text: string) => string
+}
+
+export type InferenceEndpoint =
+  | 'chat'
+  | 'embeddings'
+  | 'models'
+  | 'model'
+  | 'messages'
+  | 'count_tokens'
+  | 'generate_content'
+  | 'stream_generate_content'
+  | 'responses'
+  | 'responses_get'
+  | 'decisions'
+  | 'batches'
+
+export interface InferenceRoute {
+  endpoint: InferenceEndpoint
+  /** Key shapes this endpoint belongs to; any other shape gets 404 wrong_api_shape. */
+  shapes: readonly string[]
+  /** Envelope before the key is known (by path dialect). */
+  envelope: Envelope
+  /** Path parameter: a model id or response id. */
+  parameter?: string
+}
+
+export type EndpointHandler = (context: RequestContext, request: Request, route: InferenceRoute, deps: InferenceDeps) => Promise<Response>
+
