@@ -69,7 +69,7 @@ describe('accepted key carriers', () => {
     await using mock = await startMockGateway()
     await using server = await startTestServer({ RT_GATEWAY_URL_OPENAI: mock.url })
     const ctx = await setup(server, mock)
-    for (const headers of [bearer(ctx.secret), { 'x-api-key': ctx.secret }, { 'x-goog-api-key': ctx.secret }, { 'x-content-api-key': ctx.secret }]) {
+    for (const headers of <Record<string, string>[]>[bearer(ctx.secret), { 'x-api-key': ctx.secret }, { 'x-goog-api-key': ctx.secret }, { 'x-content-api-key': ctx.secret }]) {
       const result = await post(server, '/v1/chat/completions', headers)
       expect(result.status).toBe(200)
       expect(result.json.choices[0].message.content).toBe('Hello from the mock.')

@@ -1,0 +1,338 @@
+/**
+ * `bun run bench [--check] [--round-ms N] [--rounds N]`: measures the router against a bare Bun
+ * pass-through and a direct call in one run, interleaving the systems round by round so machine
+ * drift cancels. Writes bench/results/latest.json and prints a Markdown table; with --check, exits
+ * non-zero when the performance budget of the benchmark issue fails.
+ */
+import { Database } from 'bun:sqlite'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+const repoRoot = join(import.meta.dir, '..')
+const check = process.argv.includes('--check')
+const argument = (name: string, fallback: number) => {
+  const index = process.argv.indexOf(`--${name}`)
+  return index === -1 ? fallback : Number(process.argv[index + 1])
+}
+const roundMs = argument('round-ms', 2500)
+const rounds = argument('rounds', 2)
+const soakTotal = argument('soak', 200_000)
+const clockTicks = 100 // getconf CLK_TCK on Linux
+
+type Child = ReturnType<typeof Bun.spawn>
+
+async function readLine(child: Child, pattern: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
+  const reader = (child.stdout as ReadableStream<Uint8Array>).getReader()
+  const decoder = new TextDecoder()
+  let buffer = ''
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    const { value, done } = await reader.read()
+    if (done) break
+    buffer += decoder.decode(value, { stream: true })
+    const match = buffer.match(pattern)
+    if (match) {
+      reader.releaseLock()
+      return match
+    }
+  }
+  throw new Error(`timed out waiting for ${pattern}: ${buffer.slice(-500)}`)
+}
+
+function drain(child: Child) {
+  void (async () => {
+    const reader = (child.stdout as ReadableStream<Uint8Array>).getReader()
+    while (!(await reader.read()).done) {}
+  })()
+}
+
+function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return ((Number(fields[11]) + Number(fields[12])) / clockTicks) * 1e6
+}
+
+function rssMb(pid: number): number {
+  const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+  return match ? Number(match[1]) / 1024 : 0
+}
+
+interface LoadResult {
+  sent: number
+  completed: number
+  errors: number
+  elapsedMs: number
+  latencies: number[]
+  firstBytes: number[]
+  gaps: number[]
+}
+
+async function load(config: { url: string; body: string; headers: Record<string, string>; concurrency: number; durationMs?: number; count?: number; stream?: boolean }): Promise<LoadResult> {
+  const child = Bun.spawn(['bun', join(repoRoot, 'scripts/bench/load.ts'), JSON.stringify({ stream: false, ...config })], { stdout: 'pipe', stderr: 'inherit' })
+  const text = await new Response(child.stdout).text()
+  await child.exited
+  return JSON.parse(text) as LoadResult
+}
+
+const percentile = (values: number[], p: number) => {
+  if (values.length === 0) return Number.NaN
+  const sorted = Float64Array.from(values).sort()
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+}
+
+interface SystemTarget {
+  url: string
+  headers: Record<string, string>
+  body: string
+  pid?: number
+}
+
+interface Aggregate {
+  requests: number
+  errors: number
+  elapsedMs: number
+  latencies: number[]
+  firstBytes: number[]
+  cpuMicros: number
+}
+
+const emptyAggregate = (): Aggregate => ({ requests: 0, errors: 0, elapsedMs: 0, latencies: [], firstBytes: [], cpuMicros: 0 })
+
+let routerRequestsSent = 0
+
+async function measure(name: string, systems: Record<string, SystemTarget>, concurrency: number, stream = false) {
+  const totals: Record<string, Aggregate> = {}
+  for (const system of Object.keys(systems)) totals[system] = emptyAggregate()
+  // Warm-up for every system (JIT, connection pools), not measured.
+  for (const [system, target] of Object.entries(systems)) {
+    const warm = await load({ ...target, concurrency, durationMs: 400, stream })
+    if (system === 'router') routerRequestsSent += warm.sent
+  }
+  for (let round = 0; round < rounds; round++) {
+    for (const [system, target] of Object.entries(systems)) {
+      const cpuBefore = target.pid ? cpuMicros(target.pid) : 0
+      const result = await load({ ...target, concurrency, durationMs: roundMs, stream })
+      const aggregate = totals[system]!
+      if (system === 'router') routerRequestsSent += result.sent
+      aggregate.requests += result.completed
+      aggregate.errors += result.errors
+      aggregate.elapsedMs += result.elapsedMs
+      for (const value of result.latencies) aggregate.latencies.push(value)
+      for (const value of result.firstBytes) aggregate.firstBytes.push(value)
+      if (target.pid) aggregate.cpuMicros += cpuMicros(target.pid) - cpuBefore
+    }
+  }
+  const summary: Record<string, unknown> = {}
+  for (const [system, aggregate] of Object.entries(totals)) {
+    summary[system] = {
+      requests: aggregate.requests,
+      errors: aggregate.errors,
+      rps: Math.round((aggregate.requests / aggregate.elapsedMs) * 1000),
+      p50: percentile(aggregate.latencies, 50),
+      p90: percentile(aggregate.latencies, 90),
+      p99: percentile(aggregate.latencies, 99),
+      ...(stream ? { ttfb_p50: percentile(aggregate.firstBytes, 50), ttfb_p99: percentile(aggregate.firstBytes, 99) } : {}),
+      ...(systems[system]!.pid ? { cpu_us_per_request: aggregate.requests ? aggregate.cpuMicros / aggregate.requests : Number.NaN } : {}),
+    }
+  }
+  process.stderr.write(`bench: ${name} done\n`)
+  return { name, concurrency, stream, systems: summary as Record<string, Record<string, number>> }
+}
+
+async function main() {
+  const started = performance.now()
+  const dataDir = mkdtempSync(join(tmpdir(), 'router-bench-'))
+  const children: Child[] = []
+  const cleanup = () => {
+    for (const child of children) child.kill()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+  process.on('SIGINT', () => {
+    cleanup()
+    process.exit(130)
+  })
+  try {
+    const upstream = Bun.spawn(['bun', join(repoRoot, 'scripts/bench/upstream.ts')], { stdout: 'pipe', stderr: 'inherit', env: { ...process.env } })
+    children.push(upstream)
+    const upstreamPort = (await readLine(upstream, /port (\d+)/))[1]
+    const upstreamUrl = `http://127.0.0.1:${upstreamPort}`
+    const bare = Bun.spawn(['bun', join(repoRoot, 'scripts/bench/bare-proxy.ts')], { stdout: 'pipe', stderr: 'inherit', env: { ...process.env, BENCH_UPSTREAM_URL: `${upstreamUrl}/ok` } })
+    children.push(bare)
+    const barePort = (await readLine(bare, /port (\d+)/))[1]
+    const router = Bun.spawn([join(repoRoot, 'scripts/start')], {
+      stdout: 'pipe',
+      stderr: 'inherit',
+      env: {
+        ...process.env,
+        PORT: '0',
+        RT_DATA_DIR: dataDir,
+        RT_LOG_LEVEL: 'warn',
+        RT_SKIP_INSTALL: '1',
+        RT_GATEWAY_URL_OPENAI: `${upstreamUrl}/ok/v1`,
+        RT_GATEWAY_URL_GROQ: `${upstreamUrl}/fail/v1`,
+      },
+    })
+    children.push(router)
+    const managementKey = (await readLine(router, /management key: (rt_mgmt_\S+)/))[1]!
+    const routerPort = (await readLine(router, /listening on http:\/\/127\.0\.0\.1:(\d+)/))[1]
+    drain(router)
+    drain(upstream)
+    drain(bare)
+    const routerUrl = `http://127.0.0.1:${routerPort}`
+    const admin = async (method: string, path: string, body?: unknown) => {
+      const response = await fetch(routerUrl + path, {
+        method,
+        headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      })
+      const json = (await response.json()) as { data: any }
+      if (!response.ok) throw new Error(`${method} ${path}: ${JSON.stringify(json)}`)
+      return json.data
+    }
+    const working = await admin('POST', '/api/v1/providers', { gateway: 'openai', key: 'sk-bench-working' })
+    const failing = await admin('POST', '/api/v1/providers', { gateway: 'groq', key: 'gsk-bench-failing' })
+    const remaps = [{ match: 'bench/remapped-model', provider_key_id: working.id, upstream_model: 'gpt-4o' }]
+    const plainKey = await admin('POST', '/api/v1/keys', {
+      name: 'bench plain',
+      routing: { strategy: 'priority', targets: [{ provider_key_id: working.id }, { provider_key_id: failing.id }], model_remaps: remaps },
+    })
+    const failoverKey = await admin('POST', '/api/v1/keys', {
+      name: 'bench failover',
+      routing: { strategy: 'priority', targets: [{ provider_key_id: failing.id }, { provider_key_id: working.id }] },
+    })
+    const messagesKey = await admin('POST', '/api/v1/keys', { name: 'bench messages', api_shape: 'messages', routing: { targets: [{ provider_key_id: working.id }] } })
+    const routerPid = router.pid
+    const barePid = bare.pid
+    const rssAtStart = rssMb(routerPid)
+
+    const chatBody = JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say something about foxes.' }], max_tokens: 200 })
+    const streamBody = JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Stream please.' }], stream: true })
+    const messagesBody = JSON.stringify({ model: 'openai/gpt-4o-mini', max_tokens: 200, messages: [{ role: 'user', content: 'Say something about foxes.' }] })
+    const responsesBody = JSON.stringify({ model: 'openai/gpt-4o-mini', input: 'Say something about foxes.' })
+    const json = { 'content-type': 'application/json' }
+    const chatSystems = (key: string, body = chatBody): Record<string, SystemTarget> => ({
+      direct: { url: `${upstreamUrl}/ok/v1/chat/completions`, headers: json, body },
+      bare: { url: `http://127.0.0.1:${barePort}/v1/chat/completions`, headers: json, body, pid: barePid },
+      router: { url: `${routerUrl}/v1/chat/completions`, headers: { ...json, authorization: `Bearer ${key}` }, body, pid: routerPid },
+    })
+
+    const scenarios = []
+    scenarios.push(await measure('buffered chat, c=1', chatSystems(plainKey.key), 1))
+    scenarios.push(await measure('buffered chat, c=16', chatSystems(plainKey.key), 16))
+    scenarios.push(await measure('buffered chat, c=64', chatSystems(plainKey.key), 64))
+    scenarios.push(await measure('streaming chat, c=16', chatSystems(plainKey.key, streamBody), 16, true))
+    scenarios.push(await measure('failover (first target 500), c=16', chatSystems(failoverKey.key), 16))
+    scenarios.push(
+      await measure(
+        'messages → chat translation, c=16',
+        {
+          direct: { url: `${upstreamUrl}/ok/v1/chat/completions`, headers: json, body: chatBody },
+          bare: { url: `http://127.0.0.1:${barePort}/v1/chat/completions`, headers: json, body: chatBody, pid: barePid },
+          router: { url: `${routerUrl}/v1/messages`, headers: { ...json, 'x-api-key': messagesKey.key, 'anthropic-version': '2023-06-01' }, body: messagesBody, pid: routerPid },
+        },
+        16,
+      ),
+    )
+    scenarios.push(
+      await measure(
+        'responses (native), c=16',
+        {
+          direct: { url: `${upstreamUrl}/ok/v1/responses`, headers: json, body: responsesBody },
+          bare: { url: `http://127.0.0.1:${barePort}/v1/responses`, headers: json, body: responsesBody, pid: barePid },
+          router: { url: `${routerUrl}/v1/responses`, headers: { ...json, authorization: `Bearer ${plainKey.key}` }, body: responsesBody, pid: routerPid },
+        },
+        16,
+      ),
+    )
+
+    // Memory: RSS after the first 10k requests against RSS after soakTotal.
+    const soakTarget = chatSystems(plainKey.key).router!
+    const first = await load({ ...soakTarget, concurrency: 64, count: 10_000 })
+    routerRequestsSent += first.sent
+    const rssAfter10k = rssMb(routerPid)
+    const rest = await load({ ...soakTarget, concurrency: 64, count: soakTotal - 10_000 })
+    routerRequestsSent += rest.sent
+    const rssAfterSoak = rssMb(routerPid)
+    process.stderr.write('bench: soak done\n')
+
+    // Every router request must have its log row: wait for the batched flush to catch up.
+    const database = new Database(join(dataDir, 'router.db'), { readonly: true })
+    let logRows = 0
+    for (let attempt = 0; attempt < 50; attempt++) {
+      logRows = (database.query('select count(*) as n from request_logs').get() as { n: number }).n
+      if (logRows >= routerRequestsSent) break
+      await Bun.sleep(100)
+    }
+    database.close()
+    const rssAtEnd = rssMb(routerPid)
+
+    const byName = Object.fromEntries(scenarios.map((scenario) => [scenario.name, scenario.systems]))
+    const c64 = byName['buffered chat, c=64']!
+    const c1 = byName['buffered chat, c=1']!
+    const streaming = byName['streaming chat, c=16']!
+    const failover = byName['failover (first target 500), c=16']!
+    const budget = [
+      { rule: 'c=64 router throughput ≥ 80% of bare', value: c64.router!.rps / c64.bare!.rps, limit: 0.8, pass: c64.router!.rps >= 0.8 * c64.bare!.rps },
+      {
+        rule: 'c=64 router CPU/request ≤ 1.3× bare',
+        value: c64.router!.cpu_us_per_request / c64.bare!.cpu_us_per_request,
+        limit: 1.3,
+        pass: c64.router!.cpu_us_per_request <= 1.3 * c64.bare!.cpu_us_per_request,
+      },
+      { rule: 'c=64 added p99 over bare < 1 ms', value: c64.router!.p99 - c64.bare!.p99, limit: 1, pass: c64.router!.p99 - c64.bare!.p99 < 1 },
+      { rule: 'c=1 added p50 over bare < 0.1 ms', value: c1.router!.p50 - c1.bare!.p50, limit: 0.1, pass: c1.router!.p50 - c1.bare!.p50 < 0.1 },
+      { rule: 'stream TTFB added over bare < 0.15 ms', value: streaming.router!.ttfb_p50 - streaming.bare!.ttfb_p50, limit: 0.15, pass: streaming.router!.ttfb_p50 - streaming.bare!.ttfb_p50 < 0.15 },
+      { rule: 'stream chunks delivered as they arrive (TTFB < half the stream)', value: streaming.router!.ttfb_p50 / streaming.router!.p50, limit: 0.5, pass: streaming.router!.ttfb_p50 < streaming.router!.p50 / 2 },
+      { rule: 'failover added over a direct call to the 2nd target < 1 ms', value: failover.router!.p50 - failover.direct!.p50, limit: 1, pass: failover.router!.p50 - failover.direct!.p50 < 1 },
+      { rule: `RSS growth from 10k to ${soakTotal / 1000}k requests < 30 MB`, value: rssAfterSoak - rssAfter10k, limit: 30, pass: rssAfterSoak - rssAfter10k < 30 },
+      { rule: 'request-log rows = requests sent', value: logRows - routerRequestsSent, limit: 0, pass: logRows === routerRequestsSent },
+    ]
+    const results = {
+      at: new Date().toISOString(),
+      machine: { cores: navigator.hardwareConcurrency, bun: Bun.version },
+      load_generator: 'closed-loop Bun fetch client in a separate process (scripts/bench/load.ts)',
+      round_ms: roundMs,
+      rounds,
+      scenarios,
+      router_rss_mb: { start: rssAtStart, after_10k: rssAfter10k, [`after_${soakTotal / 1000}k`]: rssAfterSoak, end: rssAtEnd },
+      log_rows: { written: logRows, requests_sent: routerRequestsSent },
+      budget,
+      duration_s: (performance.now() - started) / 1000,
+    }
+    mkdirSync(join(repoRoot, 'bench/results'), { recursive: true })
+    writeFileSync(join(repoRoot, 'bench/results/latest.json'), JSON.stringify(results, null, 2) + '\n')
+    process.stdout.write(renderTable(results) + '\n')
+    const failed = budget.filter((entry) => !entry.pass)
+    if (check && failed.length) {
+      process.stderr.write(`bench --check: budget failed: ${failed.map((entry) => entry.rule).join('; ')}\n`)
+      process.exitCode = 1
+    }
+  } finally {
+    cleanup()
+  }
+}
+
+const fixed = (value: number, digits = 2) => (Number.isFinite(value) ? value.toFixed(digits) : '–')
+
+function renderTable(results: any): string {
+  const lines = [
+    '| scenario | system | req/s | p50 ms | p90 ms | p99 ms | TTFB p50 ms | CPU µs/req | added p50 vs bare (ms, ratio) | added p50 vs direct (ms) |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+  ]
+  for (const scenario of results.scenarios) {
+    const systems = scenario.systems
+    for (const [system, stats] of Object.entries<any>(systems)) {
+      const vsBare = system === 'router' ? `${fixed(stats.p50 - systems.bare.p50, 3)} (${fixed(stats.p50 / systems.bare.p50)}×)` : ''
+      const vsDirect = system === 'direct' ? '' : fixed(stats.p50 - systems.direct.p50, 3)
+      lines.push(
+        `| ${scenario.name} | ${system} | ${stats.rps} | ${fixed(stats.p50, 3)} | ${fixed(stats.p90, 3)} | ${fixed(stats.p99, 3)} | ${stats.ttfb_p50 !== undefined ? fixed(stats.ttfb_p50, 3) : ''} | ${stats.cpu_us_per_request !== undefined ? fixed(stats.cpu_us_per_request, 0) : ''} | ${vsBare} | ${vsDirect} |`,
+      )
+    }
+  }
+  lines.push('', `Router RSS (MB): ${Object.entries<number>(results.router_rss_mb).map(([name, value]) => `${name} ${fixed(value, 1)}`).join(', ')}`)
+  lines.push(`Request-log rows: ${results.log_rows.written} written for ${results.log_rows.requests_sent} requests sent`, '', '| budget | value | limit | pass |', '|---|---|---|---|')
+  for (const entry of results.budget) lines.push(`| ${entry.rule} | ${fixed(entry.value, 3)} | ${entry.limit} | ${entry.pass ? 'yes' : 'NO'} |`)
+  return lines.join('\n')
+}
+
+await main()
