@@ -19,6 +19,9 @@ const roundMs = argument('round-ms', 2500)
 const rounds = argument('rounds', 2)
 const soakTotal = argument('soak', 200_000)
 const clockTicks = 100 // getconf CLK_TCK on Linux
+const onlyIndex = process.argv.indexOf('--only')
+/** `--only TEXT`: run only the scenarios whose name contains TEXT (profiling; the budget needs all). */
+const only = onlyIndex === -1 ? undefined : process.argv[onlyIndex + 1]
 
 type Child = ReturnType<typeof Bun.spawn>
 
@@ -101,6 +104,7 @@ const emptyAggregate = (): Aggregate => ({ requests: 0, errors: 0, elapsedMs: 0,
 let routerRequestsSent = 0
 
 async function measure(name: string, systems: Record<string, SystemTarget>, concurrency: number, stream = false) {
+  if (only && !name.includes(only)) return { name, concurrency, stream, systems: {} as Record<string, Record<string, number>> }
   const totals: Record<string, Aggregate> = {}
   for (const system of Object.keys(systems)) totals[system] = emptyAggregate()
   // Warm-up for every system (JIT, connection pools), not measured.
@@ -247,6 +251,10 @@ async function main() {
 
     // Memory: RSS after the first 10k requests against RSS after soakTotal.
     const soakTarget = chatSystems(plainKey.key).router!
+    if (only) {
+      for (const scenario of scenarios) if (Object.keys(scenario.systems).length) process.stdout.write(JSON.stringify(scenario) + '\n')
+      return
+    }
     const first = await load({ ...soakTarget, concurrency: 64, count: 10_000 })
     routerRequestsSent += first.sent
     const rssAfter10k = rssMb(routerPid)

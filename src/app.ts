@@ -5,7 +5,7 @@ import type { AppDeps } from './api/deps'
 import { adminRoutes } from './api/admin'
 import { mcpRoutes } from './api/mcp'
 import { healthRoutes } from './api/health'
-import { inferenceRoutes, socketAddresses } from './api/inference'
+import { handleProxyRequest } from './api/inference'
 import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
 
@@ -72,15 +72,28 @@ export function buildApp(deps: AppDeps): AnyElysia {
       )
       .use(adminRoutes(deps))
   }
-  if (servesProxy) app = app.use(mcpRoutes(deps)).use(inferenceRoutes(deps))
+  if (servesProxy) app = app.use(mcpRoutes(deps))
   return app
 }
 
-/** The Bun.serve fetch handler: records the socket address (for allowlists and logs), then routes. */
-export function createFetchHandler(app: AnyElysia) {
+/**
+ * The Bun.serve fetch handler. Inference paths (/v1, /v1beta) go straight to the pipeline: the
+ * framework's per-request lifecycle cost more than the whole routing decision (see the benchmark).
+ * Everything else (management API, MCP, health, metrics) goes through Elysia.
+ */
+export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
+  const servesProxy = deps.config.role === 'all' || deps.config.role === 'proxy'
   return (request: Request, server: { requestIP(request: Request): { address: string } | null }) => {
-    const peer = server.requestIP(request)
-    if (peer) socketAddresses.set(request, peer.address)
+    if (servesProxy && isInferencePath(request.url)) {
+      const peer = server.requestIP(request)
+      return handleProxyRequest(request, deps, peer?.address)
+    }
     return app.handle(request)
   }
+}
+
+/** `/v1…` or `/v1beta…` after the origin, without parsing the whole URL. */
+function isInferencePath(url: string): boolean {
+  const pathStart = url.indexOf('/', url.indexOf('//') + 2)
+  return pathStart !== -1 && url.startsWith('/v1', pathStart) && (url.length === pathStart + 3 || url[pathStart + 3] === '/' || url[pathStart + 3] === '?' || url.startsWith('/v1beta', pathStart))
 }

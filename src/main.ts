@@ -31,7 +31,7 @@ async function main() {
     maxRequestBodySize: 110 * 1024 * 1024,
     idleTimeout: 120,
     development: false,
-    fetch: createFetchHandler(app),
+    fetch: createFetchHandler(app, runtime),
   })
   const scheme = tls ? 'https' : 'http'
   logger.info('listening', { url: `${scheme}://${server.hostname}:${server.port}`, role: config.role })

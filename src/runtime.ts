@@ -39,6 +39,7 @@ export function createRuntime(config: Config, options: { logger?: Logger; fetch?
   const metrics = new Metrics()
   const snapshots = createSnapshotStore({ storage, repositories, secretBox, config, logger })
   onConfigWrite.add(() => snapshots.invalidate())
+  metrics.snapshotBuilds = snapshots.builds
   return {
     config,
     storage,

@@ -3,6 +3,7 @@
  * stored secret in the gateway's auth header, the forwarding allowlist, per-gateway omitted params.
  */
 import type { ProviderEntry } from '../storage/snapshot'
+import type { GatewayDefinition } from './catalog'
 
 /** SPEC "Request headers forwarded upstream": allowlist only, ≤512 chars, no control characters. */
 const forwardableHeaders = ['http-referer', 'x-title', 'idempotency-key'] as const
@@ -18,13 +19,19 @@ export function forwardedHeaders(incoming: Headers): [string, string][] {
   return kept
 }
 
-export function upstreamHeaders(provider: ProviderEntry, forwarded: readonly [string, string][], hasBody: boolean, accept = 'application/json'): Headers {
+/** The stored secret in the gateway's auth header (Bearer unless the gateway wants another header). */
+export function upstreamHeaders(
+  access: { gateway: GatewayDefinition; secret: string },
+  forwarded: readonly [string, string][],
+  hasBody: boolean,
+  accept = 'application/json',
+): Headers {
   const headers = new Headers(forwarded as [string, string][])
   if (hasBody) headers.set('content-type', 'application/json')
   headers.set('accept', accept)
-  const { authHeader } = provider.gateway
-  if (authHeader === 'authorization') headers.set('authorization', `Bearer ${provider.secret}`)
-  else headers.set(authHeader, provider.secret)
+  const { authHeader } = access.gateway
+  if (authHeader === 'authorization') headers.set('authorization', `Bearer ${access.secret}`)
+  else headers.set(authHeader, access.secret)
   return headers
 }
 

@@ -1,6 +1,6 @@
 /** Per-request state: the response headers being built and what the request log will record. */
 import type { Envelope } from '../errors/render'
-import type { KeyEntry, WorkspaceEntry } from '../storage/snapshot'
+import type { KeyEntry, Snapshot, WorkspaceEntry } from '../storage/snapshot'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
 
 export class RequestContext {
@@ -8,6 +8,8 @@ export class RequestContext {
   readonly startedAt = performance.now()
   readonly createdAt = Date.now()
   readonly headers = new Headers()
+  /** The configuration snapshot this request was authenticated against (one per request). */
+  snapshot: Snapshot | undefined
   key: KeyEntry | undefined
   workspace: WorkspaceEntry | undefined
   model: string | undefined

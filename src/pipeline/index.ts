@@ -36,6 +36,7 @@ export async function handleInference(request: Request, route: InferenceRoute, d
   const context = new RequestContext(route.endpoint, route.envelope, callerAddress(request.headers, socketAddress, deps.config.trustProxy))
   try {
     const snapshot = deps.snapshots.current()
+    context.snapshot = snapshot
     const queryKey = route.endpoint === 'generate_content' || route.endpoint === 'stream_generate_content' ? new URL(request.url).searchParams.get('key') : null
     const authenticated = authenticate(snapshot, presentedKey(request.headers, queryKey), context.clientIp, Date.now())
     context.key = authenticated.key

@@ -46,7 +46,7 @@ async function fetchListing(provider: ProviderEntry, deps: InferenceDeps, signal
 
 async function mergedCatalog(context: RequestContext, deps: InferenceDeps, signal: AbortSignal) {
   const key = context.key!
-  const snapshot = deps.snapshots.current()
+  const snapshot = (context.snapshot ?? deps.snapshots.current())
   const targets = eligibleTargets(key.rule, snapshot.providers, snapshot.gatewayEnabled)
   const providers = [...new Set(targets.map((target) => target.providerKeyId))].map((id) => snapshot.providers.get(id)!)
   const controller = new AbortController()

@@ -45,7 +45,7 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
     },
     flush,
     depth: () => queue.length,
-    start(intervalMs = 200) {
+    start(intervalMs = 50) {
       if (timer) return
       timer = setInterval(flush, intervalMs)
       timer.unref?.()

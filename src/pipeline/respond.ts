@@ -21,22 +21,25 @@ export function renderError(context: RequestContext, error: RouterError): Respon
   return errorResponse(context.envelope, error, context.headers)
 }
 
-const usagePatterns = {
-  prompt: /"(?:prompt_tokens|input_tokens)"\s*:\s*(\d+)/g,
-  completion: /"(?:completion_tokens|output_tokens)"\s*:\s*(\d+)/g,
+const usagePattern = /"(prompt_tokens|input_tokens|completion_tokens|output_tokens)"\s*:\s*(\d+)/g
+const tailDecoder = new TextDecoder()
+
+/** The last bytes of a buffered body as text: the usage object comes last in chat replies. */
+export function decodeTail(body: ArrayBuffer, length = 768): string {
+  return tailDecoder.decode(new Uint8Array(body, Math.max(0, body.byteLength - length)))
 }
 
-/** Token counts from the tail of a chat body or stream (the usage object comes last). */
+/** Token counts from the tail of a chat body or stream (the last usage object wins). */
 export function readUsage(tail: string, context: RequestContext) {
+  const start = tail.lastIndexOf('"usage"')
+  if (start === -1) return
+  usagePattern.lastIndex = start
   let match: RegExpExecArray | null
-  let prompt: string | undefined
-  let completion: string | undefined
-  usagePatterns.prompt.lastIndex = 0
-  while ((match = usagePatterns.prompt.exec(tail))) prompt = match[1]
-  usagePatterns.completion.lastIndex = 0
-  while ((match = usagePatterns.completion.exec(tail))) completion = match[1]
-  if (prompt !== undefined) context.inputTokens = Number(prompt)
-  if (completion !== undefined) context.outputTokens = Number(completion)
+  while ((match = usagePattern.exec(tail))) {
+    const value = Number(match[2])
+    if (match[1] === 'prompt_tokens' || match[1] === 'input_tokens') context.inputTokens = value
+    else context.outputTokens = value
+  }
 }
 
 const encoder = new TextEncoder()

@@ -34,7 +34,7 @@ function resolveChain(context: RequestContext, deps: InferenceDeps, id: unknown,
   const key = context.key!
   if (claims.keyId !== key.id) throw new RouterError('response_chain_wrong_key')
   if (Date.now() - claims.createdAt * 1000 > responseIdLifetimeMs) throw new RouterError('response_chain_expired')
-  const provider = deps.snapshots.current().providers.get(claims.providerKeyId)
+  const provider = (context.snapshot ?? deps.snapshots.current()).providers.get(claims.providerKeyId)
   const onKey = key.rule.targets.some((target) => target.providerKeyId === claims.providerKeyId)
   if (!provider || provider.disabled || !onKey) throw new RouterError('response_chain_target_unavailable')
   if (purpose === 'retrieve') {

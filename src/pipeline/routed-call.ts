@@ -11,7 +11,7 @@ import type { EndpointHandler, InferenceDeps } from './types'
 import { planRoute, type Operation, type PlannedAttempt } from './plan-route'
 import { applySteering, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, readJsonBody } from './read-body'
-import { readUsage, relayChatStream, setRoutingHeaders } from './respond'
+import { decodeTail, readUsage, relayChatStream, setRoutingHeaders } from './respond'
 import { runAttempts, type RunResult } from './run-attempts'
 
 export interface UpstreamCall {
@@ -39,7 +39,7 @@ export function sameBody(suffix: string, body: Record<string, unknown>): (step: 
 
 /** Plans and runs the attempts of one routed call (shared by every dialect that pivots on chat). */
 export async function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
-  const snapshot = deps.snapshots.current()
+  const snapshot = context.snapshot ?? deps.snapshots.current()
   const key = context.key!
   const plan = planRoute({
     rule: key.rule,
@@ -68,7 +68,7 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
         const post = (suffix: string, body: Record<string, unknown>) =>
           deps.fetch(upstreamUrl(step.provider, suffix), {
             method: 'POST',
-            headers: upstreamHeaders(step.provider, forwarded, true, accept),
+            headers: forwarded.length ? upstreamHeaders(step.provider, forwarded, true, accept) : step.provider.postHeaders[input.stream ? 'stream' : 'json'],
             body: JSON.stringify(omitParameters(body, step.provider)),
             signal,
           })
@@ -119,7 +119,7 @@ export function answerChatDialect(context: RequestContext, deps: InferenceDeps, 
   context.headers.set('content-type', upstream.headers.get('content-type') ?? (context.stream ? 'text/event-stream' : 'application/json'))
   if (!context.stream || !upstream.body) {
     const body = result.body ?? new ArrayBuffer(0)
-    readUsage(new TextDecoder().decode(new Uint8Array(body, Math.max(0, body.byteLength - 2048))), context)
+    readUsage(decodeTail(body), context)
     return finishWith(context, deps, new Response(body, { status: upstream.status, headers: context.headers }))
   }
   context.readyAt = performance.now()

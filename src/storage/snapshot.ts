@@ -20,6 +20,8 @@ export interface ProviderEntry {
   secret: string
   baseUrl: string
   disabled: boolean
+  /** Prebuilt upstream headers for POSTs without forwarded headers (JSON and SSE answers). */
+  postHeaders: { json: Record<string, string>; stream: Record<string, string> }
 }
 
 export interface KeyEntry {
@@ -57,14 +59,22 @@ export interface Snapshot {
   tokenCache: Map<string, { key: KeyEntry; previous: boolean }>
 }
 
+function authHeaders(gateway: GatewayDefinition, secret: string, accept: string): Record<string, string> {
+  const credential = gateway.authHeader === 'authorization' ? `Bearer ${secret}` : secret
+  return { 'content-type': 'application/json', accept, [gateway.authHeader]: credential }
+}
+
 export interface SnapshotStore {
   current(): Snapshot
   invalidate(): void
+  /** How many times the snapshot was rebuilt (exposed on /metrics). */
+  builds(): number
 }
 
 export function createSnapshotStore(deps: { storage: Storage; repositories: Repositories; secretBox: SecretBox; config: Config; logger: Logger }): SnapshotStore {
   let snapshot: Snapshot | undefined
   let seenVersion = -1
+  let buildCount = 0
 
   function build(): Snapshot {
     const { repositories, secretBox, config, logger } = deps
@@ -96,6 +106,10 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
         secret,
         baseUrl: providerBaseUrl(gateway, config.gatewayUrlOverrides, JSON.parse(row.config) as Record<string, unknown>),
         disabled: row.disabledAt !== null,
+        postHeaders: {
+          json: authHeaders(gateway, secret, 'application/json'),
+          stream: authHeaders(gateway, secret, 'text/event-stream'),
+        },
       })
     }
     const keysByPrefix = new Map<string, KeyEntry[]>()
@@ -145,18 +159,26 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
     return { keysByPrefix, workspaces, providers, gatewayEnabled, catalogs, budgets, tokenCache: new Map() }
   }
 
+  let checkedAt = 0
   return {
     current() {
-      // One cheap PRAGMA per request: it changes when another connection (the CLI, another role) commits.
+      // PRAGMA data_version changes when another connection (the CLI, another role) commits. It is
+      // read at most once per millisecond: a write from another process is still seen by the next
+      // request, without a SQLite call on every request under load.
+      const now = performance.now()
+      if (snapshot !== undefined && now - checkedAt < 1) return snapshot
+      checkedAt = now
       const version = deps.storage.dataVersion()
       if (snapshot === undefined || version !== seenVersion) {
         seenVersion = version
         snapshot = build()
+        buildCount++
       }
       return snapshot
     },
     invalidate() {
       snapshot = undefined
     },
+    builds: () => buildCount,
   }
 }

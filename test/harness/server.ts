@@ -37,7 +37,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
   const runtime = createRuntime(config, { logger: silentLogger })
   const created = createWorkspace(runtime, 'default')
   const app = buildApp(runtime)
-  const server = Bun.serve({ hostname: '127.0.0.1', port: 0, development: false, fetch: createFetchHandler(app) })
+  const server = Bun.serve({ hostname: '127.0.0.1', port: 0, development: false, fetch: createFetchHandler(app, runtime) })
   const rootUrl = `http://127.0.0.1:${server.port}`
 
   const api: TestServer['api'] = (path, init = {}) => {

@@ -30,7 +30,7 @@ const hour = 3_600_000
 function provider(id: string, gatewayId: string, options: { disabled?: boolean } = {}): ProviderEntry {
   const gateway = findGateway(gatewayId)
   if (!gateway) throw new Error(`unknown gateway ${gatewayId}`)
-  return { id, workspaceId: 'ws-1', gateway, secret: `sk-${id}`, baseUrl: `http://mock/${gatewayId}`, disabled: options.disabled ?? false }
+  return { id, workspaceId: 'ws-1', gateway, secret: `sk-${id}`, baseUrl: `http://mock/${gatewayId}`, disabled: options.disabled ?? false, postHeaders: { json: {}, stream: {} } }
 }
 
 function target(providerKeyId: string, weight: number | null = null, ttfbMs: number | null = null): StoredTarget {

@@ -1,31 +1,18 @@
 /** The inference proxy at /v1 (and the 404s of /v1beta): every request goes to the pipeline. */
-import { Elysia } from 'elysia'
 import { RouterError } from '../../errors/router-error'
 import { errorResponse, type Envelope } from '../../errors/render'
 import { handleInference, type InferenceDeps } from '../../pipeline'
 import { resolveInferenceRoute } from './routes'
-
-/** Socket peer addresses by request, set by the server's fetch handler (Bun gives them there). */
-export const socketAddresses = new WeakMap<Request, string>()
 
 function notServed(pathname: string, envelope: Envelope): Response {
   const headers = new Headers({ 'x-router-request-id': crypto.randomUUID(), 'x-router-attempts': '0' })
   return errorResponse(envelope, new RouterError('not_found', `The path ${pathname} is not served.`), headers)
 }
 
-export async function handleProxyRequest(request: Request, deps: InferenceDeps): Promise<Response> {
+export async function handleProxyRequest(request: Request, deps: InferenceDeps, socketAddress: string | undefined): Promise<Response> {
   const pathname = new URL(request.url).pathname
   if (pathname.startsWith('/v1beta/') || pathname === '/v1beta') return notServed(pathname, 'content')
   const route = resolveInferenceRoute(request.method, pathname)
   if (!route) return notServed(pathname, pathname.includes(':generateContent') || pathname.includes(':streamGenerateContent') ? 'content' : pathname.startsWith('/v1/messages') ? 'messages' : 'chat')
-  return handleInference(request, route, deps, socketAddresses.get(request))
-}
-
-export function inferenceRoutes(deps: InferenceDeps) {
-  const handler = ({ request }: { request: Request }) => handleProxyRequest(request, deps)
-  return new Elysia({ name: 'inference' })
-    .all('/v1', handler, { parse: 'none', detail: { hide: true } })
-    .all('/v1/*', handler, { parse: 'none', detail: { hide: true } })
-    .all('/v1beta', handler, { parse: 'none', detail: { hide: true } })
-    .all('/v1beta/*', handler, { parse: 'none', detail: { hide: true } })
+  return handleInference(request, route, deps, socketAddress)
 }

@@ -28,7 +28,7 @@ export async function crawlCatalogs(runtime: Runtime): Promise<Record<string, un
     [...byGateway].map(async ([gatewayId, access]) => {
       const gateway = findGateway(gatewayId)!
       try {
-        const headers = upstreamHeaders({ id: '', workspaceId: '', gateway, secret: access.secret, baseUrl: access.baseUrl, disabled: false }, [], false)
+        const headers = upstreamHeaders({ gateway, secret: access.secret }, [], false)
         const response = await runtime.fetch(`${access.baseUrl}/models`, { headers, signal: AbortSignal.timeout(crawlTimeoutMs) })
         if (!response.ok) throw new Error(`HTTP ${response.status}`)
         const listing = (await response.json()) as { data?: unknown }

@@ -54,6 +54,10 @@ function writeRule(tx: Transaction, keyId: string, rule: StoredRule) {
 }
 
 export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
+  const touchStatement = db.$client.prepare('update inference_keys set last_used_at = ? where id = ?')
+  const touchBatch = db.$client.transaction((entries: { keyId: string; at: string }[]) => {
+    for (const entry of entries) touchStatement.run(entry.at, entry.keyId)
+  })
   function rulesFor(keys: InferenceKeyRow[]): KeyWithRule[] {
     if (keys.length === 0) return []
     const ids = keys.map((key) => key.id)
@@ -146,9 +150,7 @@ export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
     /** Stamps last_used_at for many keys at once (called from the request-log flush). */
     touchLastUsed(entries: { keyId: string; at: string }[]) {
       if (entries.length === 0) return
-      db.transaction((tx) => {
-        for (const entry of entries) tx.update(inferenceKeys).set({ lastUsedAt: entry.at }).where(eq(inferenceKeys.id, entry.keyId)).run()
-      })
+      touchBatch(entries)
     },
     listMcpServers(keyId: string): KeyMcpServerRow[] {
       return db.select().from(keyMcpServers).where(eq(keyMcpServers.keyId, keyId)).orderBy(asc(keyMcpServers.createdAt)).all()

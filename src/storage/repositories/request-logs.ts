@@ -11,7 +11,47 @@ export interface UsageFilter {
   keyIds?: string[]
 }
 
+const logColumns = [
+  ['id', 'id'],
+  ['workspaceId', 'workspace_id'],
+  ['keyId', 'key_id'],
+  ['createdAt', 'created_at'],
+  ['endpoint', 'endpoint'],
+  ['gateway', 'gateway'],
+  ['providerKeyId', 'provider_key_id'],
+  ['model', 'model'],
+  ['upstreamModel', 'upstream_model'],
+  ['status', 'status'],
+  ['errorCode', 'error_code'],
+  ['stream', 'stream'],
+  ['latencyMs', 'latency_ms'],
+  ['overheadMs', 'overhead_ms'],
+  ['ttfbMs', 'ttfb_ms'],
+  ['attempts', 'attempts'],
+  ['attemptPath', 'attempt_path'],
+  ['stageTimings', 'stage_timings'],
+  ['inputTokens', 'input_tokens'],
+  ['outputTokens', 'output_tokens'],
+  ['clientIp', 'client_ip'],
+  ['requestBody', 'request_body'],
+] as const satisfies readonly (readonly [keyof RequestLogRow, string])[]
+
 export function createRequestLogRepository(db: Db) {
+  // The log flush is the one write on the request path's timer: a prepared statement per row in one
+  // transaction costs a few microseconds a row, where the query builder costs tens.
+  const insertRow = db.$client.prepare(
+    `insert into request_logs (${logColumns.map(([, column]) => column).join(', ')}) values (${logColumns.map(() => '?').join(', ')})`,
+  )
+  const insertBatch = db.$client.transaction((rows: RequestLogRow[]) => {
+    for (const row of rows) {
+      insertRow.run(
+        ...logColumns.map(([field]) => {
+          const value = row[field]
+          return typeof value === 'boolean' ? (value ? 1 : 0) : (value ?? null)
+        }),
+      )
+    }
+  })
   const where = (filter: UsageFilter): SQL =>
     and(
       eq(requestLogs.workspaceId, filter.workspaceId),
@@ -23,10 +63,7 @@ export function createRequestLogRepository(db: Db) {
     /** Writes a batch in one transaction. */
     insertMany(rows: RequestLogRow[]) {
       if (rows.length === 0) return
-      db.transaction((tx) => {
-        // SQLite caps bound parameters per statement; 200 rows × 22 columns stays under it.
-        for (let start = 0; start < rows.length; start += 200) tx.insert(requestLogs).values(rows.slice(start, start + 200)).run()
-      })
+      insertBatch(rows)
     },
     count(workspaceId?: string): number {
       const query = db.select({ value: count() }).from(requestLogs)

@@ -4,7 +4,10 @@ import { sqliteTable, text, integer, real, index } from 'drizzle-orm/sqlite-core
 export const requestLogs = sqliteTable(
   'request_logs',
   {
-    id: text('id').primaryKey(),
+    /** Row order; an integer key keeps inserts cheap (random text keys scatter the B-tree). */
+    seq: integer('seq').primaryKey(),
+    /** The request id (X-Router-Request-Id). */
+    id: text('id').notNull(),
     workspaceId: text('workspace_id').notNull(),
     keyId: text('key_id'),
     /** Unix milliseconds: usage buckets are computed from it. */
@@ -31,6 +34,5 @@ export const requestLogs = sqliteTable(
   (table) => [
     index('request_logs_workspace_time_idx').on(table.workspaceId, table.createdAt),
     index('request_logs_key_time_idx').on(table.keyId, table.createdAt),
-    index('request_logs_gateway_time_idx').on(table.gateway, table.createdAt),
   ],
 )

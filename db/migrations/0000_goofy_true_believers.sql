@@ -116,7 +116,8 @@ CREATE TABLE `routing_targets` (
 --> statement-breakpoint
 CREATE INDEX `routing_targets_provider_idx` ON `routing_targets` (`provider_key_id`);--> statement-breakpoint
 CREATE TABLE `request_logs` (
-	`id` text PRIMARY KEY NOT NULL,
+	`seq` integer PRIMARY KEY NOT NULL,
+	`id` text NOT NULL,
 	`workspace_id` text NOT NULL,
 	`key_id` text,
 	`created_at` integer NOT NULL,
@@ -142,7 +143,6 @@ CREATE TABLE `request_logs` (
 --> statement-breakpoint
 CREATE INDEX `request_logs_workspace_time_idx` ON `request_logs` (`workspace_id`,`created_at`);--> statement-breakpoint
 CREATE INDEX `request_logs_key_time_idx` ON `request_logs` (`key_id`,`created_at`);--> statement-breakpoint
-CREATE INDEX `request_logs_gateway_time_idx` ON `request_logs` (`gateway`,`created_at`);--> statement-breakpoint
 CREATE TABLE `gateway_budgets` (
 	`gateway` text PRIMARY KEY NOT NULL,
 	`ttfb_budget_ms` integer NOT NULL,
