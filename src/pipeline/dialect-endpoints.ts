@@ -21,7 +21,6 @@ function steeringOf(context: Parameters<EndpointHandler>[0]) {
 }
 
 export const handleMessages: EndpointHandler = async (context, request, _route, deps) => {
-  context.headers.set('request-id', context.requestId)
   const { text, value } = await readJsonBody(request)
   const body = validateMessagesBody(value)
   context.requestBody = text
@@ -45,7 +44,6 @@ export const handleMessages: EndpointHandler = async (context, request, _route, 
 }
 
 export const handleCountTokens: EndpointHandler = async (context, request, _route, deps) => {
-  context.headers.set('request-id', context.requestId)
   const { value } = await readJsonBody(request)
   const body = validateMessagesBody(value)
   context.model = body.model

@@ -34,6 +34,8 @@ const handlers: Partial<Record<InferenceEndpoint, EndpointHandler>> = {
 
 export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: string | undefined): Promise<Response> {
   const context = new RequestContext(route.endpoint, route.envelope, callerAddress(request.headers, socketAddress, deps.config.trustProxy))
+  // On /messages the request id is also sent as `request-id`, errors included (SPEC "Common response headers").
+  if (route.envelope === 'messages') context.headers.set('request-id', context.requestId)
   try {
     const snapshot = deps.snapshots.current()
     context.snapshot = snapshot

@@ -76,7 +76,9 @@ export function relayChatStream(upstream: ReadableStream<Uint8Array>, controller
         const { value, done } = await reader.read()
         if (done) {
           const complete = /data:\s*\[DONE\]/.test(tail)
-          if (!complete) stream.enqueue(streamAbortedRecord('The upstream stream ended before it was complete.'))
+          // A translating adapter upstream of here may already have ended with its own record.
+          const alreadyReported = !complete && tail.includes('"code":"stream_aborted"')
+          if (!complete && !alreadyReported) stream.enqueue(streamAbortedRecord('The upstream stream ended before it was complete.'))
           stream.close()
           finish({ complete, clientClosed: false })
           return

@@ -5,7 +5,9 @@ import { handleInference, type InferenceDeps } from '../../pipeline'
 import { resolveInferenceRoute } from './routes'
 
 function notServed(pathname: string, envelope: Envelope): Response {
-  const headers = new Headers({ 'x-router-request-id': crypto.randomUUID(), 'x-router-attempts': '0' })
+  const requestId = crypto.randomUUID()
+  const headers = new Headers({ 'x-router-request-id': requestId, 'x-router-attempts': '0' })
+  if (envelope === 'messages') headers.set('request-id', requestId)
   return errorResponse(envelope, new RouterError('not_found', `The path ${pathname} is not served.`), headers)
 }
 

@@ -33,7 +33,9 @@ export function encodeResponsesStream(shell: ResponseShell, extras: { onTerminal
       Object.assign(item, { status: 'completed', content: [part] })
     } else if (open.kind === 'reasoning') {
       emit('response.reasoning_summary_text.done', { item_id: item.id, output_index: outputIndex, summary_index: 0, text: open.text })
-      Object.assign(item, { summary: [{ type: 'summary_text', text: open.text }] })
+      const part = { type: 'summary_text', text: open.text }
+      emit('response.reasoning_summary_part.done', { item_id: item.id, output_index: outputIndex, summary_index: 0, part })
+      Object.assign(item, { summary: [part] })
     } else {
       emit('response.function_call_arguments.done', { item_id: item.id, output_index: outputIndex, arguments: open.arguments })
       Object.assign(item, { status: 'completed', arguments: open.arguments })
