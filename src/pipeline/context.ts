@@ -26,7 +26,8 @@ export class RequestContext {
   inputTokens: number | undefined
   outputTokens: number | undefined
   requestBody: string | undefined
-  readonly stages: Record<string, number> = {}
+  /** Stage timings as a JSON object body, appended by mark() (cheaper than an object + stringify). */
+  private stages = ''
   private lastMark = this.startedAt
   /** Set when the response headers are ready (overhead = ready - start - upstream wait). */
   readyAt: number | undefined
@@ -42,7 +43,7 @@ export class RequestContext {
   /** Records the time since the previous mark under `stage` (stage timings of the log). */
   mark(stage: string) {
     const now = performance.now()
-    this.stages[stage] = Math.round((now - this.lastMark) * 1000) / 1000
+    this.stages += `${this.stages ? ',' : ''}"${stage}":${Math.round((now - this.lastMark) * 1000) / 1000}`
     this.lastMark = now
   }
 
@@ -72,7 +73,7 @@ export class RequestContext {
       ttfbMs: this.ttfbMs === undefined ? null : Math.round(this.ttfbMs * 1000) / 1000,
       attempts: this.attempts,
       attemptPath: this.path.length ? this.path.join('>') : null,
-      stageTimings: JSON.stringify(this.stages),
+      stageTimings: `{${this.stages}}`,
       inputTokens: this.inputTokens ?? null,
       outputTokens: this.outputTokens ?? null,
       clientIp: this.clientIp ?? null,

@@ -75,6 +75,16 @@ export function rollRemap(remaps: readonly StoredRemap[], model: string, random:
   return undefined
 }
 
+/**
+ * A plan that depends on nothing random: priority order and no enabled remap that could apply to
+ * this model. Such plans are cached per snapshot (they still expire, so catalog ageing is seen).
+ */
+export function isPlanCacheable(rule: StoredRule, model: string): boolean {
+  if (rule.strategy !== 'priority') return false
+  const lower = model.toLowerCase()
+  return !rule.remaps.some((remap) => remap.enabled && (remap.match === '*' || remap.match.toLowerCase() === lower))
+}
+
 /** Split: the first pick in proportion to weight (weight 0 never first), then the others in listed order. */
 export function orderTargets(rule: StoredRule, targets: readonly StoredTarget[], random: () => number): StoredTarget[] {
   if (rule.strategy !== 'split') return [...targets]

@@ -8,7 +8,8 @@ import { chatViaResponses } from '../gateways/responses-only'
 import type { RequestContext } from './context'
 import { failWith, finishWith, logRequest } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
-import { planRoute, type Operation, type PlannedAttempt } from './plan-route'
+import { isPlanCacheable, planRoute, type Operation, type PlanInput, type PlannedAttempt, type RoutePlan } from './plan-route'
+import type { Snapshot } from '../storage/snapshot'
 import { applySteering, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, readJsonBody } from './read-body'
 import { decodeTail, readUsage, relayChatStream, setRoutingHeaders } from './respond'
@@ -37,11 +38,26 @@ export function sameBody(suffix: string, body: Record<string, unknown>): (step: 
   return (step) => ({ suffix, body: { ...body, model: step.model } })
 }
 
+const planCacheLifetimeMs = 60_000
+const planCacheLimit = 10_000
+
+/** planRoute, memoized per snapshot when the plan cannot vary between requests. */
+function cachedPlan(snapshot: Snapshot, keyId: string, input: RoutedCallInput, planInput: PlanInput): RoutePlan {
+  if (input.pinnedProviderKeyId || !isPlanCacheable(planInput.rule, input.model)) return planRoute(planInput)
+  const cacheKey = `${keyId}\u0000${input.operation}\u0000${input.model}`
+  const cached = snapshot.planCache.get(cacheKey)
+  if (cached && planInput.now - cached.at < planCacheLifetimeMs) return cached.plan as RoutePlan
+  const plan = planRoute(planInput)
+  if (snapshot.planCache.size >= planCacheLimit) snapshot.planCache.clear()
+  snapshot.planCache.set(cacheKey, { plan, at: planInput.now })
+  return plan
+}
+
 /** Plans and runs the attempts of one routed call (shared by every dialect that pivots on chat). */
 export async function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
   const snapshot = context.snapshot ?? deps.snapshots.current()
   const key = context.key!
-  const plan = planRoute({
+  const planInput = {
     rule: key.rule,
     keyFailoverTtfbMs: key.failoverTtfbMs,
     keyUpstreamTimeoutMs: key.upstreamTimeoutMs,
@@ -54,7 +70,8 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
     now: Date.now(),
     random: deps.random,
     pinnedProviderKeyId: input.pinnedProviderKeyId,
-  })
+  }
+  const plan = cachedPlan(snapshot, key.id, input, planInput)
   context.mark('plan')
   const forwarded = forwardedHeaders(input.incomingHeaders)
   const accept = input.stream ? 'text/event-stream' : 'application/json'

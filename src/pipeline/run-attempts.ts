@@ -45,6 +45,24 @@ export type RunResult =
 type AbortReason = 'ttfb-timeout' | 'timeout' | 'deadline' | 'client-closed'
 
 export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec, options: RunOptions): Promise<RunResult> {
+  // One hang-up listener for the whole run: it aborts whichever attempt is in flight. After the
+  // run, a piped stream notices a hang-up through its own cancel().
+  let current: AbortController | undefined
+  const onClientAbort = () => current?.abort('client-closed')
+  options.clientSignal?.addEventListener('abort', onClientAbort)
+  try {
+    return await runSteps(steps, spec, options, (controller) => (current = controller))
+  } finally {
+    options.clientSignal?.removeEventListener('abort', onClientAbort)
+  }
+}
+
+async function runSteps(
+  steps: readonly PlanStep[],
+  spec: AttemptSpec,
+  options: RunOptions,
+  setCurrent: (controller: AbortController) => void,
+): Promise<RunResult> {
   const failures: FailedAttempt[] = []
   const path: string[] = []
   let attempts = 0
@@ -73,13 +91,9 @@ export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec,
     const ownTimeout = failoverApplies ? step.failoverTimeoutMs : step.upstreamTimeoutMs
     const timerReason: AbortReason = ownTimeout <= remaining ? (failoverApplies ? 'ttfb-timeout' : 'timeout') : 'deadline'
     const controller = new AbortController()
+    setCurrent(controller)
     const timer = setTimeout(() => controller.abort(timerReason), Math.min(ownTimeout, remaining))
-    const onClientAbort = () => controller.abort('client-closed')
-    options.clientSignal?.addEventListener('abort', onClientAbort)
-    const release = () => {
-      clearTimeout(timer)
-      options.clientSignal?.removeEventListener('abort', onClientAbort)
-    }
+    const release = () => clearTimeout(timer)
 
     attempts++
     const startedAt = options.now()
@@ -92,7 +106,6 @@ export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec,
       if (response.status >= 200 && response.status < 300) {
         if (spec.stream) {
           clearTimeout(timer)
-          // The hang-up listener stays: a client leaving mid-stream still cancels the upstream.
           options.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
           path.push(`${step.gateway}:ok`)
           return { kind: 'success', step, response, body: undefined, controller, startedAt, headersAt, failures, attempts, path }

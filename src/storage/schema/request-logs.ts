@@ -32,7 +32,8 @@ export const requestLogs = sqliteTable(
     requestBody: text('request_body'),
   },
   (table) => [
+    // One index: every usage query filters by workspace and time (a key filter narrows within it).
+    // Each extra index costs every logged request a B-tree insert.
     index('request_logs_workspace_time_idx').on(table.workspaceId, table.createdAt),
-    index('request_logs_key_time_idx').on(table.keyId, table.createdAt),
   ],
 )

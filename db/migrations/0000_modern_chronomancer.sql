@@ -142,7 +142,6 @@ CREATE TABLE `request_logs` (
 );
 --> statement-breakpoint
 CREATE INDEX `request_logs_workspace_time_idx` ON `request_logs` (`workspace_id`,`created_at`);--> statement-breakpoint
-CREATE INDEX `request_logs_key_time_idx` ON `request_logs` (`key_id`,`created_at`);--> statement-breakpoint
 CREATE TABLE `gateway_budgets` (
 	`gateway` text PRIMARY KEY NOT NULL,
 	`ttfb_budget_ms` integer NOT NULL,
