@@ -17,19 +17,25 @@ export interface RequestLogQueue {
   stop(): void
 }
 
-export function createRequestLogQueue(repositories: Repositories, metrics: Metrics, logger: Logger, maxBatch = 1000): RequestLogQueue {
+/**
+ * Rows are written in batches of about `batchSize`: large enough that a commit costs little per
+ * row, small enough that one write blocks the event loop for well under a millisecond.
+ */
+export function createRequestLogQueue(repositories: Repositories, metrics: Metrics, logger: Logger, batchSize = 128): RequestLogQueue {
   let queue: RequestLogRow[] = []
   let timer: ReturnType<typeof setInterval> | undefined
+  let scheduled = false
 
   const flush = () => {
+    scheduled = false
     if (queue.length === 0) return
     const batch = queue
     queue = []
-    const lastUsed = new Map<string, string>()
-    for (const row of batch) if (row.keyId && row.status !== 401) lastUsed.set(row.keyId, new Date(row.createdAt).toISOString())
+    const lastUsed = new Map<string, number>()
+    for (const row of batch) if (row.keyId && row.status !== 401) lastUsed.set(row.keyId, row.createdAt)
     try {
       repositories.requestLogs.insertMany(batch)
-      repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at })))
+      repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at: new Date(at).toISOString() })))
       metrics.logRowsWritten += batch.length
     } catch (error) {
       // Keep the rows for the next pass rather than losing them; a persistent failure is logged.
@@ -41,7 +47,10 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
   const queueApi: RequestLogQueue = {
     push(row) {
       queue.push(row)
-      if (queue.length >= maxBatch) queueMicrotask(flush)
+      if (queue.length >= batchSize && !scheduled) {
+        scheduled = true
+        setImmediate(flush)
+      }
     },
     flush,
     depth: () => queue.length,

@@ -19,6 +19,8 @@ export interface UpstreamCall {
   /** Upstream path suffix, e.g. `/chat/completions`. */
   suffix: string
   body: Record<string, unknown>
+  /** The client's bytes, when they can go upstream unchanged (same model, nothing added or removed). */
+  raw?: string
 }
 
 export interface RoutedCallInput {
@@ -34,8 +36,12 @@ export interface RoutedCallInput {
 }
 
 /** The same chat body for every attempt, with the attempt's model spelling. */
-export function sameBody(suffix: string, body: Record<string, unknown>): (step: PlannedAttempt) => UpstreamCall {
-  return (step) => ({ suffix, body: { ...body, model: step.model } })
+export function sameBody(suffix: string, body: Record<string, unknown>, raw?: string): (step: PlannedAttempt) => UpstreamCall {
+  return (step) => {
+    // The body goes upstream as sent unless something must change: the bytes are reused as they are.
+    const untouched = raw !== undefined && step.model === body.model && !step.provider.gateway.capabilities.omitParams.some((name) => name in body)
+    return untouched ? { suffix, body, raw } : { suffix, body: { ...body, model: step.model } }
+  }
 }
 
 const planCacheLifetimeMs = 60_000
@@ -82,16 +88,16 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
       stream: input.stream,
       send(step: PlannedAttempt, signal: AbortSignal) {
         const call = input.requestFor(step)
-        const post = (suffix: string, body: Record<string, unknown>) =>
+        const post = (suffix: string, body: Record<string, unknown>, raw?: string) =>
           deps.fetch(upstreamUrl(step.provider, suffix), {
             method: 'POST',
             headers: forwarded.length ? upstreamHeaders(step.provider, forwarded, true, accept) : step.provider.postHeaders[input.stream ? 'stream' : 'json'],
-            body: JSON.stringify(omitParameters(body, step.provider)),
+            body: raw ?? JSON.stringify(omitParameters(body, step.provider)),
             signal,
           })
         // The responses-only gateway kind is called on /responses and answers as chat.
         if (call.suffix === '/chat/completions' && step.provider.gateway.capabilities.responses === 'only') return chatViaResponses(post, call.body)
-        return post(call.suffix, call.body)
+        return post(call.suffix, call.body, call.raw)
       },
     },
     {
@@ -163,7 +169,7 @@ export const handleChatCompletions: EndpointHandler = async (context, request, _
   context.mark('body')
   const result = await runRoutedCall(context, deps, {
     operation: 'chat',
-    requestFor: sameBody('/chat/completions', prepared),
+    requestFor: sameBody('/chat/completions', prepared, prepared === body ? text : undefined),
     model: body.model,
     stream: context.stream,
     incomingHeaders: request.headers,
@@ -182,7 +188,7 @@ export const handleEmbeddings: EndpointHandler = async (context, request, _route
   context.mark('body')
   const result = await runRoutedCall(context, deps, {
     operation: 'embeddings',
-    requestFor: sameBody('/embeddings', value),
+    requestFor: sameBody('/embeddings', value, text),
     model: value.model,
     stream: false,
     incomingHeaders: request.headers,
