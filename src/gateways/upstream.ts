@@ -9,14 +9,16 @@ import type { GatewayDefinition } from './catalog'
 const forwardableHeaders = ['http-referer', 'x-title', 'idempotency-key'] as const
 const controlCharacters = /[\u0000-\u001f\u007f]/
 
-export function forwardedHeaders(incoming: Headers): [string, string][] {
-  const kept: [string, string][] = []
+const noHeaders: readonly [string, string][] = Object.freeze([])
+
+export function forwardedHeaders(incoming: Headers): readonly [string, string][] {
+  let kept: [string, string][] | undefined
   for (const name of forwardableHeaders) {
     const value = incoming.get(name)
     if (value === null || value.length > 512 || controlCharacters.test(value)) continue
-    kept.push([name, value])
+    ;(kept ??= []).push([name, value])
   }
-  return kept
+  return kept ?? noHeaders
 }
 
 /** The stored secret in the gateway's auth header (Bearer unless the gateway wants another header). */

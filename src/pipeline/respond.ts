@@ -23,10 +23,14 @@ export function renderError(context: RequestContext, error: RouterError): Respon
 
 const usagePattern = /"(prompt_tokens|input_tokens|completion_tokens|output_tokens)"\s*:\s*(\d+)/g
 const tailDecoder = new TextDecoder()
+const usageKey = Buffer.from('"usage"')
 
-/** The last bytes of a buffered body as text: the usage object comes last in chat replies. */
-export function decodeTail(body: ArrayBuffer, length = 768): string {
-  return tailDecoder.decode(new Uint8Array(body, Math.max(0, body.byteLength - length)))
+/** The usage object of a buffered body as text ('' when there is none), found without decoding the body. */
+export function usageText(body: ArrayBuffer): string {
+  const bytes = Buffer.from(body)
+  const start = bytes.lastIndexOf(usageKey)
+  if (start === -1) return ''
+  return tailDecoder.decode(bytes.subarray(start, Math.min(bytes.length, start + 400)))
 }
 
 /** Token counts from the tail of a chat body or stream (the last usage object wins). */

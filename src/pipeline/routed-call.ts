@@ -9,10 +9,10 @@ import type { RequestContext } from './context'
 import { failWith, finishWith, logRequest } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
 import { isPlanCacheable, planRoute, type Operation, type PlanInput, type PlannedAttempt, type RoutePlan } from './plan-route'
-import type { Snapshot } from '../storage/snapshot'
+import type { KeyEntry, Snapshot } from '../storage/snapshot'
 import { applySteering, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, readJsonBody } from './read-body'
-import { decodeTail, readUsage, relayChatStream, setRoutingHeaders } from './respond'
+import { readUsage, relayChatStream, setRoutingHeaders, usageText } from './respond'
 import { runAttempts, type RunResult } from './run-attempts'
 
 export interface UpstreamCall {
@@ -48,14 +48,15 @@ const planCacheLifetimeMs = 60_000
 const planCacheLimit = 10_000
 
 /** planRoute, memoized per snapshot when the plan cannot vary between requests. */
-function cachedPlan(snapshot: Snapshot, keyId: string, input: RoutedCallInput, planInput: PlanInput): RoutePlan {
-  if (input.pinnedProviderKeyId || !isPlanCacheable(planInput.rule, input.model)) return planRoute(planInput)
-  const cacheKey = `${keyId}\u0000${input.operation}\u0000${input.model}`
+function cachedPlan(snapshot: Snapshot, key: KeyEntry, input: RoutedCallInput, makeInput: () => PlanInput): RoutePlan {
+  if (input.pinnedProviderKeyId || !isPlanCacheable(key.rule, input.model)) return planRoute(makeInput())
+  const cacheKey = `${key.id}\u0000${input.operation}\u0000${input.model}`
   const cached = snapshot.planCache.get(cacheKey)
-  if (cached && planInput.now - cached.at < planCacheLifetimeMs) return cached.plan as RoutePlan
-  const plan = planRoute(planInput)
+  const now = Date.now()
+  if (cached && now - cached.at < planCacheLifetimeMs) return cached.plan as RoutePlan
+  const plan = planRoute(makeInput())
   if (snapshot.planCache.size >= planCacheLimit) snapshot.planCache.clear()
-  snapshot.planCache.set(cacheKey, { plan, at: planInput.now })
+  snapshot.planCache.set(cacheKey, { plan, at: now })
   return plan
 }
 
@@ -63,7 +64,7 @@ function cachedPlan(snapshot: Snapshot, keyId: string, input: RoutedCallInput, p
 export async function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
   const snapshot = context.snapshot ?? deps.snapshots.current()
   const key = context.key!
-  const planInput = {
+  const makeInput = (): PlanInput => ({
     rule: key.rule,
     keyFailoverTtfbMs: key.failoverTtfbMs,
     keyUpstreamTimeoutMs: key.upstreamTimeoutMs,
@@ -76,8 +77,8 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
     now: Date.now(),
     random: deps.random,
     pinnedProviderKeyId: input.pinnedProviderKeyId,
-  }
-  const plan = cachedPlan(snapshot, key.id, input, planInput)
+  })
+  const plan = cachedPlan(snapshot, key, input, makeInput)
   context.mark('plan')
   const forwarded = forwardedHeaders(input.incomingHeaders)
   const accept = input.stream ? 'text/event-stream' : 'application/json'
@@ -142,7 +143,7 @@ export function answerChatDialect(context: RequestContext, deps: InferenceDeps, 
   context.headers.set('content-type', upstream.headers.get('content-type') ?? (context.stream ? 'text/event-stream' : 'application/json'))
   if (!context.stream || !upstream.body) {
     const body = result.body ?? new ArrayBuffer(0)
-    readUsage(decodeTail(body), context)
+    readUsage(usageText(body), context)
     return finishWith(context, deps, new Response(body, { status: upstream.status, headers: context.headers }))
   }
   context.readyAt = performance.now()

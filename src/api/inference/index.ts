@@ -12,7 +12,10 @@ function notServed(pathname: string, envelope: Envelope): Response {
 }
 
 export async function handleProxyRequest(request: Request, deps: InferenceDeps, socketAddress: string | undefined): Promise<Response> {
-  const pathname = new URL(request.url).pathname
+  const url = request.url
+  const pathStart = url.indexOf('/', url.indexOf('//') + 2)
+  const queryStart = url.indexOf('?', pathStart)
+  const pathname = url.slice(pathStart, queryStart === -1 ? undefined : queryStart)
   if (pathname.startsWith('/v1beta/') || pathname === '/v1beta') return notServed(pathname, 'content')
   const route = resolveInferenceRoute(request.method, pathname)
   if (!route) return notServed(pathname, pathname.includes(':generateContent') || pathname.includes(':streamGenerateContent') ? 'content' : pathname.startsWith('/v1/messages') ? 'messages' : 'chat')
