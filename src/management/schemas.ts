@@ -60,38 +60,30 @@ const AllowedIpsInput = Type.Union([Type.Array(Type.String()), Type.String()], {
   description: 'IPv4/IPv6 addresses or CIDR ranges: an array, or one string separated by commas or newlines.',
 })
 
+/** The key settings POST /keys and PATCH /keys/:id share (SPEC "POST /keys body", "PATCH /keys/:id fields"). */
+const keySettingFields = {
+  name: Type.Optional(Nullable(Type.String())),
+  label: Type.Optional(Nullable(Type.String())),
+  companion_ads: Type.Optional(Type.Boolean()),
+  keyterms: Type.Optional(Type.Boolean()),
+  allowed_ips: Type.Optional(AllowedIpsInput),
+  steering_message: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
+  failover_ttfb_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1000, maximum: 30000 }))),
+  upstream_timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 5000, maximum: 90000 }))),
+}
+
 export const KeyCreateInput = Type.Object(
   {
-    name: Type.Optional(Nullable(Type.String())),
-    label: Type.Optional(Nullable(Type.String())),
+    ...keySettingFields,
     // Checked by the management rule so an unknown value gets SPEC's exact 'Unsupported API shape.'
     api_shape: Type.Optional(Type.Any({ type: 'string', enum: [...apiShapes] })),
     routing: Type.Optional(RoutingInput),
-    companion_ads: Type.Optional(Type.Boolean()),
-    keyterms: Type.Optional(Type.Boolean()),
-    allowed_ips: Type.Optional(AllowedIpsInput),
-    steering_message: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
-    failover_ttfb_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1000, maximum: 30000 }))),
-    upstream_timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 5000, maximum: 90000 }))),
   },
   { additionalProperties: true },
 )
 export type KeyCreateInput = Static<typeof KeyCreateInput>
 
-export const KeyUpdateInput = Type.Object(
-  {
-    name: Type.Optional(Nullable(Type.String())),
-    label: Type.Optional(Nullable(Type.String())),
-    revoked: Type.Optional(Type.Boolean()),
-    companion_ads: Type.Optional(Type.Boolean()),
-    keyterms: Type.Optional(Type.Boolean()),
-    allowed_ips: Type.Optional(AllowedIpsInput),
-    steering_message: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
-    failover_ttfb_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1000, maximum: 30000 }))),
-    upstream_timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 5000, maximum: 90000 }))),
-  },
-  { additionalProperties: true },
-)
+export const KeyUpdateInput = Type.Object({ ...keySettingFields, revoked: Type.Optional(Type.Boolean()) }, { additionalProperties: true })
 export type KeyUpdateInput = Static<typeof KeyUpdateInput>
 
 export const ProviderCreateInput = Type.Object(

@@ -1,7 +1,8 @@
 /** Ending a request: the log row, the metrics and the response (errors in the key's envelope). */
 import { RouterError } from '../errors/router-error'
 import type { RequestContext } from './context'
-import { renderError } from './respond'
+import { renderError, setRoutingHeaders } from './respond'
+import type { RunResult } from './run-attempts'
 import type { InferenceDeps } from './types'
 
 /** Finishes a request that ends before or without a routed call: log row, metrics, response. */
@@ -29,3 +30,36 @@ export function failWith(context: RequestContext, deps: InferenceDeps, error: un
   return finishWith(context, deps, renderError(context, routerError), routerError.code === 'all_targets_failed_402' ? 'all_targets_failed' : routerError.code)
 }
 
+
+/** A run that ended without an answer: a client hang-up (logged 499, nothing sent) or the final error. */
+export function finishFailedRun(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'failed' }>): Response {
+  if (result.clientClosed) {
+    context.readyAt = performance.now()
+    logRequest(context, deps, 499, 'client_closed')
+    return new Response(null, { status: 499 })
+  }
+  setRoutingHeaders(context, undefined, result.failures, result.failures.at(-1)?.headers)
+  return failWith(context, deps, result.error)
+}
+
+/** Records the serving attempt on the context and sets the routing headers. */
+export function recordServingAttempt(context: RequestContext, result: Exclude<RunResult, { kind: 'failed' }>) {
+  context.gateway = result.step.gateway
+  context.providerKeyId = result.step.provider.id
+  context.upstreamModel = result.step.model
+  context.ttfbMs = result.headersAt - result.startedAt
+  setRoutingHeaders(context, result.step.gateway, result.failures, result.kind === 'relay' ? result.headers : result.response.headers)
+}
+
+/** Counts a stream in flight; the returned function logs its end once (status and error code). */
+export function trackStream(context: RequestContext, deps: InferenceDeps): (status: number, code: string | undefined) => void {
+  context.readyAt = performance.now()
+  deps.metrics.inFlightStreams++
+  let logged = false
+  return (status, code) => {
+    if (logged) return
+    logged = true
+    deps.metrics.inFlightStreams--
+    logRequest(context, deps, status, code)
+  }
+}

@@ -13,7 +13,7 @@ import { breakSafe } from '../dialects/stream-parts'
 import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
 import type { ProviderEntry } from '../storage/snapshot'
 import type { RequestContext } from './context'
-import { failWith, finishWith, logRequest } from './finish'
+import { failWith, finishWith, recordServingAttempt, trackStream } from './finish'
 import { isObject, readJsonBody } from './read-body'
 import { setRoutingHeaders } from './respond'
 import { issueResponseId, readResponseId, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
@@ -59,13 +59,7 @@ function rewriteResponse(value: Json, id: string): Json {
 }
 
 function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'success' }>, ourId: (upstreamId: string) => string): ReadableStream<Uint8Array> {
-  let logged = false
-  const end = (status: number, code: string | undefined) => {
-    if (logged) return
-    logged = true
-    deps.metrics.inFlightStreams--
-    logRequest(context, deps, status, code)
-  }
+  const end = trackStream(context, deps)
   let terminal = false
   let sequence = 0
   let output!: TransformStreamDefaultController<Uint8Array>
@@ -179,15 +173,9 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
   }
 
   context.headers.set('x-router-responses-mode', 'native')
-  context.gateway = result.step.gateway
-  context.providerKeyId = provider.id
-  context.upstreamModel = result.step.model
-  context.ttfbMs = result.headersAt - result.startedAt
-  setRoutingHeaders(context, result.step.gateway, result.failures, result.response.headers)
+  recordServingAttempt(context, result)
   const ourId = (upstreamId: string) => issueResponseId({ providerKeyId: provider.id, keyId: key.id, createdAt, upstreamId }, deps.sign)
   if (context.stream && result.response.body) {
-    context.readyAt = performance.now()
-    deps.metrics.inFlightStreams++
     context.headers.set('content-type', 'text/event-stream; charset=utf-8')
     context.headers.set('cache-control', 'no-cache')
     return new Response(nativeStream(context, deps, result, ourId), { status: 200, headers: context.headers })

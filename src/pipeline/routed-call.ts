@@ -6,7 +6,7 @@ import { RouterError } from '../errors/router-error'
 import { forwardedHeaders, omitParameters, upstreamHeaders, upstreamUrl } from '../gateways/upstream'
 import { chatViaResponses } from '../gateways/responses-only'
 import type { RequestContext } from './context'
-import { failWith, finishWith, logRequest } from './finish'
+import { finishFailedRun, finishWith, logRequest, recordServingAttempt, trackStream } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
 import { isPlanCacheable, planRoute, type Operation, type PlanInput, type PlannedAttempt, type RoutePlan } from './plan-route'
 import type { KeyEntry, Snapshot } from '../storage/snapshot'
@@ -121,20 +121,8 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
 
 /** Answers a finished run in the chat dialect: relayed bytes, a piped stream, or an error. */
 export function answerChatDialect(context: RequestContext, deps: InferenceDeps, result: RunResult): Response {
-  if (result.kind === 'failed') {
-    if (result.clientClosed) {
-      context.readyAt = performance.now()
-      logRequest(context, deps, 499, 'client_closed')
-      return new Response(null, { status: 499 })
-    }
-    setRoutingHeaders(context, undefined, result.failures, result.failures.at(-1)?.headers)
-    return failWith(context, deps, result.error)
-  }
-  context.gateway = result.step.gateway
-  context.providerKeyId = result.step.provider.id
-  context.upstreamModel = result.step.model
-  context.ttfbMs = result.headersAt - result.startedAt
-  setRoutingHeaders(context, result.step.gateway, result.failures, result.kind === 'relay' ? result.headers : result.response.headers)
+  if (result.kind === 'failed') return finishFailedRun(context, deps, result)
+  recordServingAttempt(context, result)
   if (result.kind === 'relay') {
     context.headers.set('content-type', result.headers.get('content-type') ?? 'application/json')
     return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.headers }), `upstream_${result.status}`)
@@ -146,13 +134,11 @@ export function answerChatDialect(context: RequestContext, deps: InferenceDeps, 
     readUsage(usageText(body), context)
     return finishWith(context, deps, new Response(body, { status: upstream.status, headers: context.headers }))
   }
-  context.readyAt = performance.now()
-  deps.metrics.inFlightStreams++
+  const ended = trackStream(context, deps)
   const piped = relayChatStream(upstream.body, result.controller, (end) => {
-    deps.metrics.inFlightStreams--
     readUsage(end.tail, context)
-    if (end.clientClosed) logRequest(context, deps, 499, 'client_closed')
-    else logRequest(context, deps, upstream.status, end.complete ? undefined : 'stream_aborted')
+    if (end.clientClosed) ended(499, 'client_closed')
+    else ended(upstream.status, end.complete ? undefined : 'stream_aborted')
   })
   context.headers.set('cache-control', 'no-cache')
   return new Response(piped, { status: upstream.status, headers: context.headers })

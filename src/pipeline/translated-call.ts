@@ -11,7 +11,7 @@ import { UntranslatableReply, type AssistantResult } from '../dialects/assistant
 import { breakSafe, type ByteChunk, type StreamPart } from '../dialects/stream-parts'
 import { upstreamMessage } from './classify-failure'
 import type { RequestContext } from './context'
-import { failWith, finishWith, logRequest } from './finish'
+import { failWith, finishFailedRun, finishWith, recordServingAttempt, trackStream } from './finish'
 import type { InferenceDeps } from './types'
 import { setRoutingHeaders } from './respond'
 import type { RunResult } from './run-attempts'
@@ -52,20 +52,8 @@ function tapParts(context: RequestContext, onEnd: (status: 'complete' | 'aborted
 }
 
 export function answerTranslated(context: RequestContext, deps: InferenceDeps, result: RunResult, translation: Translation): Response {
-  if (result.kind === 'failed') {
-    if (result.clientClosed) {
-      context.readyAt = performance.now()
-      logRequest(context, deps, 499, 'client_closed')
-      return new Response(null, { status: 499 })
-    }
-    setRoutingHeaders(context, undefined, result.failures, result.failures.at(-1)?.headers)
-    return failWith(context, deps, result.error)
-  }
-  context.gateway = result.step.gateway
-  context.providerKeyId = result.step.provider.id
-  context.upstreamModel = result.step.model
-  context.ttfbMs = result.headersAt - result.startedAt
-  setRoutingHeaders(context, result.step.gateway, result.failures, result.kind === 'relay' ? result.headers : result.response.headers)
+  if (result.kind === 'failed') return finishFailedRun(context, deps, result)
+  recordServingAttempt(context, result)
   if (result.kind === 'relay') {
     const message = upstreamMessage(result.body) ?? `The gateway answered HTTP ${result.status}.`
     context.headers.set('content-type', 'application/json')
@@ -91,15 +79,7 @@ export function answerTranslated(context: RequestContext, deps: InferenceDeps, r
     context.headers.set('content-type', 'application/json')
     return finishWith(context, deps, new Response(JSON.stringify(translated), { status: 200, headers: context.headers }))
   }
-  context.readyAt = performance.now()
-  deps.metrics.inFlightStreams++
-  let logged = false
-  const end = (status: number, code: string | undefined) => {
-    if (logged) return
-    logged = true
-    deps.metrics.inFlightStreams--
-    logRequest(context, deps, status, code)
-  }
+  const end = trackStream(context, deps)
   const body = breakSafe(upstream.body, () => {
     result.controller.abort('client-closed')
     end(499, 'client_closed')
