@@ -5,6 +5,7 @@ import type { AppDeps } from './api/deps'
 import { adminRoutes } from './api/admin'
 import { mcpRoutes } from './api/mcp'
 import { healthRoutes } from './api/health'
+import { dashboardRoutes } from './api/dashboard'
 import { handleProxyRequest } from './api/inference'
 import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
@@ -71,6 +72,7 @@ export function buildApp(deps: AppDeps): AnyElysia {
         }),
       )
       .use(adminRoutes(deps))
+      .use(dashboardRoutes(deps))
   }
   if (servesProxy) app = app.use(mcpRoutes(deps))
   return app

@@ -23,6 +23,9 @@ export function createGatewayCatalogRepository(db: Db, onWrite: () => void) {
     listCatalogs() {
       return db.select().from(gatewayCatalogs).all()
     },
+    listModels() {
+      return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId, canonicalId: gatewayModels.canonicalId }).from(gatewayModels).all()
+    },
     listModelIds() {
       return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId }).from(gatewayModels).all()
     },

@@ -1,0 +1,46 @@
+import { describe, expect, test } from 'bun:test'
+import { startTestServer } from '../harness/server'
+
+describe('app host pages outside /api/v1', () => {
+  test('GET /api/model-map serves the live model translation table from the crawled catalogs', async () => {
+    await using server = await startTestServer()
+    const fresh = Date.now() - 3_600_000
+    server.runtime.repositories.gatewayCatalogs.replaceCatalog('openai', fresh, [
+      { modelId: 'gpt-4o-mini', canonicalId: 'openai/gpt-4o-mini', object: '{}' },
+      { modelId: 'gpt-4.1', canonicalId: 'openai/gpt-4.1', object: '{}' },
+    ])
+    server.runtime.repositories.gatewayCatalogs.replaceCatalog('groq', Date.now() - 100 * 3_600_000, [
+      { modelId: 'llama-3.1-8b-instant', canonicalId: 'meta-llama/llama-3.1-8b-instant', object: '{}' },
+    ])
+    const response = await fetch(`${server.rootUrl}/api/model-map`)
+    expect(response.status).toBe(200)
+    const { data } = (await response.json()) as { data: any[] }
+    const openai = data.find((entry) => entry.gateway === 'openai')
+    expect(openai.stale).toBe(false)
+    expect(openai.fetched_at).toBe(new Date(fresh).toISOString())
+    expect(openai.models).toEqual([
+      { id: 'gpt-4.1', canonical_id: 'openai/gpt-4.1' },
+      { id: 'gpt-4o-mini', canonical_id: 'openai/gpt-4o-mini' },
+    ])
+    // Older than 72 hours: listed, but marked stale (never taken as evidence a model is missing).
+    expect(data.find((entry) => entry.gateway === 'groq').stale).toBe(true)
+  })
+
+  test('GET / serves the dashboard page, which reads the management API with a pasted key', async () => {
+    await using server = await startTestServer()
+    const response = await fetch(`${server.rootUrl}/`)
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toContain('text/html')
+    const html = await response.text()
+    expect(html).toContain('Management key')
+    expect(html).toContain("fetch('/api/v1' + path")
+    // No secret is embedded in the page.
+    expect(html).not.toContain(server.managementKey)
+  })
+
+  test('the proxy role serves neither the dashboard nor the model map', async () => {
+    await using server = await startTestServer({ RT_ROLE: 'proxy' })
+    expect((await fetch(`${server.rootUrl}/`)).status).toBe(404)
+    expect((await fetch(`${server.rootUrl}/api/model-map`)).status).toBe(404)
+  })
+})
