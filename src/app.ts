@@ -2,7 +2,7 @@
 import { Elysia, type AnyElysia } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import type { AppDeps } from './api/deps'
-import { adminRoutes } from './api/admin'
+import { adminRoutes, managementBodyLimit } from './api/admin'
 import { mcpRoutes } from './api/mcp'
 import { healthRoutes } from './api/health'
 import { dashboardRoutes } from './api/dashboard'
@@ -10,7 +10,6 @@ import { handleProxyRequest } from './api/inference'
 import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
 
-const managementBodyLimit = 1_000_000
 
 function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } })
@@ -28,12 +27,12 @@ export function buildApp(deps: AppDeps): AnyElysia {
   const servesApp = role === 'all' || role === 'app'
   const servesProxy = role === 'all' || role === 'proxy'
 
-  let app: AnyElysia = new Elysia({ name: 'router' })
+  let app: AnyElysia = new Elysia({ name: 'router', normalize: false })
     .onRequest(({ request }) => {
       // Management bodies are small JSON documents; refuse oversized ones before reading them.
       const length = Number(request.headers.get('content-length') ?? 0)
       const path = new URL(request.url).pathname
-      if (length > managementBodyLimit && (path.startsWith('/api/') || path === '/mcp')) {
+      if (length > managementBodyLimit && path.startsWith('/api/')) {
         return json(400, { error: `Request body too large: the limit is ${managementBodyLimit} bytes.` })
       }
     })
@@ -45,8 +44,11 @@ export function buildApp(deps: AppDeps): AnyElysia {
           const first = (error as { valueError?: { path: string; message: string; value?: unknown; schema?: never } }).valueError
           return json(400, { error: first ? describeViolation(first) : 'Request body is invalid.' })
         }
-        case 'PARSE':
+        case 'PARSE': {
+          const cause = (error as { cause?: unknown }).cause
+          if (cause instanceof ManagementError) return json(cause.status, cause.toBody())
           return json(400, { error: 'Malformed JSON body.' })
+        }
         case 'NOT_FOUND':
           return notFoundResponse(path)
         default:

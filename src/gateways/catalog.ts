@@ -292,3 +292,9 @@ export function describeGateway(gateway: GatewayDefinition, overrides: Readonly<
     },
   }
 }
+
+/** The entry the management API and MCP show: the operator's base URLs (overrides may name internal hosts) stay out. */
+export function publicGatewayEntry(gateway: GatewayDefinition) {
+  const { base_url: _baseUrl, ...entry } = describeGateway(gateway, {})
+  return entry
+}

@@ -69,7 +69,7 @@ function settingsFromBody(deps: ManagementDeps, body: KeyCreateInput | KeyUpdate
 
 export function listKeys(deps: ManagementDeps, actor: Actor, offsetText?: string | number): KeyView[] {
   const offset = offsetText === undefined || offsetText === '' ? 0 : Number(offsetText)
-  if (!Number.isInteger(offset) || offset < 0) throw badRequest('Invalid offset: expected a whole number of 0 or more.')
+  if (!Number.isSafeInteger(offset) || offset < 0) throw badRequest('Invalid offset: expected a whole number of 0 or more.')
   const providers = providerMap(deps, actor)
   return deps.repositories.inferenceKeys.list(actor.workspaceId, offset, keysPageSize).map((entry) => presentKey(entry, providers))
 }

@@ -67,7 +67,8 @@ export function createProvider(deps: ManagementDeps, actor: Actor, body: unknown
     gateway: gateway.id,
     label: pickLabel(body) ?? '',
     secretCiphertext: deps.secretBox.encrypt(secret),
-    keyLast4: secret.slice(-4),
+    // Short secrets show nothing: the last four characters would be most of the secret.
+    keyLast4: secret.length >= 12 ? secret.slice(-4) : '',
     config: JSON.stringify(config),
     createdAt: deps.now().toISOString(),
     disabledAt: null,

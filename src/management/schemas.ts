@@ -5,6 +5,7 @@
  */
 import { Type, type TSchema, type Static } from '@sinclair/typebox'
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
+import { Value } from '@sinclair/typebox/value'
 import { badRequest } from './errors'
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()])
@@ -185,16 +186,50 @@ export function fieldName(pointer: string): string {
     .join('')
 }
 
+interface Violation {
+  path: string
+  message: string
+  value?: unknown
+  schema?: TSchema
+}
+
+function kindOf(value: unknown): string {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'array'
+  return typeof value === 'number' ? 'number' : typeof value
+}
+
+/**
+ * When a value fails a union (e.g. "an array or null"), the useful error is inside the variant of
+ * the value's own type: `model_remaps[0].percent`, not `model_remaps`. Descends as far as it can.
+ */
+export function deepestViolation(error: Violation): Violation {
+  const variants = (error.schema as { anyOf?: TSchema[] } | undefined)?.anyOf
+  // A union of literals (an enum) is described as a whole: "must be 'a', 'b' or 'c'".
+  if (!variants || variants.every((candidate) => 'const' in candidate)) return error
+  const kind = kindOf(error.value)
+  const variant = variants.find((candidate) => {
+    const type = (candidate as { type?: string }).type
+    return type === kind || (kind === 'number' && type === 'integer')
+  })
+  if (!variant) return error
+  const inner = Value.Errors(variant, error.value).First()
+  if (!inner) return error
+  return deepestViolation({ ...inner, path: error.path + inner.path })
+}
+
 /** One readable message for the first schema violation, naming the field. */
-export function describeViolation(error: { path: string; message: string; value?: unknown; schema?: TSchema }): string {
+export function describeViolation(violation: Violation): string {
+  const error = deepestViolation(violation)
   const field = fieldName(error.path)
   if (!field) return 'Request body must be a JSON object.'
   const schema = error.schema as Record<string, unknown> | undefined
   let expectation = error.message
   if (schema) {
     if (schema.anyOf || error.message === 'Expected union value') expectation = describeUnion(schema)
-    else if (typeof schema.maxLength === 'number' && typeof error.value === 'string') expectation = `must be at most ${schema.maxLength} characters`
-    else if (typeof schema.minLength === 'number' && typeof error.value === 'string') expectation = `must be at least ${schema.minLength} characters`
+    else if (typeof schema.minLength === 'number' && typeof error.value === 'string' && error.value.length < schema.minLength) {
+      expectation = schema.minLength === 1 ? 'must not be empty' : `must be at least ${schema.minLength} characters`
+    } else if (typeof schema.maxLength === 'number' && typeof error.value === 'string') expectation = `must be at most ${schema.maxLength} characters`
     else if (schema.type === 'integer' && (typeof schema.minimum === 'number' || typeof schema.maximum === 'number') && Number.isInteger(error.value)) {
       expectation = `must be an integer from ${schema.minimum ?? '-∞'} to ${schema.maximum ?? '∞'}`
     } else if (typeof schema.maxItems === 'number' && Array.isArray(error.value)) expectation = `must have at most ${schema.maxItems} entries`

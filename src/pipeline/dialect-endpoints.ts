@@ -11,7 +11,7 @@ import { contentToChat, validateContentBody } from '../dialects/content/convert-
 import { writeGenerateContentResponse } from '../dialects/content/convert-response'
 import { finishWith } from './finish'
 import type { EndpointHandler } from './types'
-import { applySteering } from './prepare-chat'
+import { applySteering, requireModel } from './prepare-chat'
 import { readJsonBody } from './read-body'
 import { runRoutedCall, sameBody } from './routed-call'
 import { answerTranslated } from './translated-call'
@@ -54,8 +54,7 @@ export const handleCountTokens: EndpointHandler = async (context, request, _rout
 }
 
 export const handleGenerateContent: EndpointHandler = async (context, request, route, deps) => {
-  const model = (route.parameter ?? '').replace(/^models\//, '')
-  if (!model) throw new RouterError('missing_model', 'The path names no model.')
+  const model = requireModel((route.parameter ?? '').replace(/^models\//, ''), 'The model in the path')
   const { text, value } = await readJsonBody(request)
   const body = validateContentBody(value)
   context.requestBody = text

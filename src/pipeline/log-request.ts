@@ -21,7 +21,7 @@ export interface RequestLogQueue {
  * Rows are written in batches of about `batchSize`: large enough that a commit costs little per
  * row, small enough that one write blocks the event loop for well under a millisecond.
  */
-export function createRequestLogQueue(repositories: Repositories, metrics: Metrics, logger: Logger, batchSize = 128): RequestLogQueue {
+export function createRequestLogQueue(repositories: Repositories, metrics: Metrics, logger: Logger, batchSize = 128, maxQueued = 200_000): RequestLogQueue {
   let queue: RequestLogRow[] = []
   let timer: ReturnType<typeof setInterval> | undefined
   let scheduled = false
@@ -38,8 +38,13 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
       repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at: new Date(at).toISOString() })))
       metrics.logRowsWritten += batch.length
     } catch (error) {
-      // Keep the rows for the next pass rather than losing them; a persistent failure is logged.
+      // Keep the rows for the next pass rather than losing them, up to a bound: a database that
+      // keeps failing must not take the process's memory with it (dropped rows are counted).
       queue = batch.concat(queue)
+      if (queue.length > maxQueued) {
+        metrics.logRowsDropped += queue.length - maxQueued
+        queue = queue.slice(queue.length - maxQueued)
+      }
       logger.error('request_log_flush_failed', { rows: batch.length, error: error instanceof Error ? error.message : String(error) })
     }
   }

@@ -6,10 +6,26 @@
 import { RouterError } from '../errors/router-error'
 import { isObject } from './read-body'
 
+/** Model ids are bounded: they key caches and log rows. */
+export const maxModelIdLength = 256
+
+/** The body's `model`: a non-empty string of at most 256 characters (else missing_model / 400). */
+export function requireModel(value: unknown, field = 'model'): string {
+  if (typeof value !== 'string' || value === '') throw new RouterError('missing_model')
+  if (value.length > maxModelIdLength) throw new RouterError('invalid_request', `${field}: at most ${maxModelIdLength} characters.`)
+  return value
+}
+
 export function validateChatBody(value: unknown): Record<string, unknown> & { model: string; messages: unknown[] } {
   if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
-  if (typeof value.model !== 'string' || value.model === '') throw new RouterError('missing_model')
+  requireModel(value.model)
   if (!Array.isArray(value.messages) || value.messages.length === 0) throw new RouterError('missing_messages')
+  for (let index = 0; index < value.messages.length; index++) {
+    const message = value.messages[index]
+    if (!isObject(message) || typeof message.role !== 'string') {
+      throw new RouterError('invalid_request', `messages[${index}]: expected an object with a string \`role\`.`)
+    }
+  }
   return value as Record<string, unknown> & { model: string; messages: unknown[] }
 }
 

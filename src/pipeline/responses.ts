@@ -15,6 +15,7 @@ import type { ProviderEntry } from '../storage/snapshot'
 import type { RequestContext } from './context'
 import { failWith, finishWith, recordServingAttempt, trackStream } from './finish'
 import { isObject, readJsonBody } from './read-body'
+import { requireModel } from './prepare-chat'
 import { setRoutingHeaders } from './respond'
 import { issueResponseId, readResponseId, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
 import { answerChatDialect, runRoutedCall } from './routed-call'
@@ -109,29 +110,38 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
 export const handleResponses: EndpointHandler = async (context, request, _route, deps) => {
   const { text, value } = await readJsonBody(request)
   if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
-  if (typeof value.model !== 'string' || value.model === '') throw new RouterError('missing_model')
+  const model = requireModel(value.model)
   if (value.input === undefined || value.input === null || (typeof value.input !== 'string' && !Array.isArray(value.input))) {
     throw new RouterError('invalid_request', 'input: required, a string or an array of input items.')
   }
   if (value.conversation !== undefined && value.conversation !== null) throw new RouterError('stateful_responses_unsupported')
   context.requestBody = text
-  context.model = value.model
+  context.model = model
   context.stream = value.stream === true
   const key = context.key!
   const chain = value.previous_response_id !== undefined && value.previous_response_id !== null ? resolveChain(context, deps, value.previous_response_id, 'chain') : undefined
   const body = appendSteering(value, key.steeringMessage ?? context.workspace?.steeringMessage)
+  // Translated once, up front, when a target may need it: a body the translation refuses is a 400
+  // before anything is sent (rather than a failed attempt).
+  const providers = (context.snapshot ?? deps.snapshots.current()).providers
+  const mayTranslate =
+    !chain &&
+    [...key.rule.targets.map((target) => target.providerKeyId), ...key.rule.remaps.map((remap) => remap.providerKeyId)].some(
+      (id) => providers.get(id)?.gateway.capabilities.responses === 'translated',
+    )
+  const translated = mayTranslate ? responsesToChat(body).chat : undefined
   context.mark('body')
 
   const requestFor = (step: PlannedAttempt) => {
     if (isNative(step.provider)) {
       return { suffix: '/responses', body: { ...body, model: step.model, ...(chain ? { previous_response_id: chain.claims.upstreamId } : {}) } }
     }
-    return { suffix: '/chat/completions', body: { ...responsesToChat(body).chat, model: step.model } }
+    return { suffix: '/chat/completions', body: { ...(translated ?? responsesToChat(body).chat), model: step.model } }
   }
   const result = await runRoutedCall(context, deps, {
     operation: 'responses',
     requestFor,
-    model: value.model,
+    model,
     stream: context.stream,
     incomingHeaders: request.headers,
     clientSignal: request.signal,
@@ -162,7 +172,7 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
     context.headers.set('x-router-responses-mode', 'translated')
     const shell: ResponseShell = {
       id: issueResponseId({ providerKeyId: provider.id, keyId: key.id, createdAt, upstreamId: '' }, deps.sign),
-      model: value.model,
+      model,
       createdAt,
       request: body,
     }
@@ -219,7 +229,13 @@ export const handleRetrieveResponse: EndpointHandler = async (context, request, 
   setRoutingHeaders(context, provider.gateway.id, [], upstream.headers)
   context.headers.set('content-type', 'application/json')
   if (!upstream.ok) return finishWith(context, deps, new Response(text, { status: upstream.status, headers: context.headers }), `upstream_${upstream.status}`)
-  const parsed = JSON.parse(text) as Json
+  let parsed: Json
+  try {
+    parsed = JSON.parse(text) as Json
+    if (!isObject(parsed)) throw new SyntaxError('not an object')
+  } catch {
+    throw new RouterError('upstream_unreadable', `The gateway ${provider.gateway.id} answered with something that is not a Response object.`)
+  }
   const id = issueResponseId({ ...claims }, deps.sign)
   return finishWith(context, deps, new Response(JSON.stringify(rewriteResponse(parsed, id)), { status: 200, headers: context.headers }))
 }

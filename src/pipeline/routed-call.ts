@@ -10,7 +10,7 @@ import { finishFailedRun, finishWith, logRequest, recordServingAttempt, trackStr
 import type { EndpointHandler, InferenceDeps } from './types'
 import { isPlanCacheable, planRoute, type Operation, type PlanInput, type PlannedAttempt, type RoutePlan } from './plan-route'
 import type { KeyEntry, Snapshot } from '../storage/snapshot'
-import { applySteering, stripRouterFields, validateChatBody } from './prepare-chat'
+import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, readJsonBody } from './read-body'
 import { readUsage, relayChatStream, setRoutingHeaders, usageText } from './respond'
 import { runAttempts, type RunResult } from './run-attempts'
@@ -168,15 +168,15 @@ export const handleChatCompletions: EndpointHandler = async (context, request, _
 export const handleEmbeddings: EndpointHandler = async (context, request, _route, deps) => {
   const { text, value } = await readJsonBody(request)
   if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
-  if (typeof value.model !== 'string' || value.model === '') throw new RouterError('missing_model')
+  const model = requireModel(value.model)
   if (value.input === undefined || value.input === null) throw new RouterError('invalid_request', 'The request body needs `input`.')
   context.requestBody = text
-  context.model = value.model
+  context.model = model
   context.mark('body')
   const result = await runRoutedCall(context, deps, {
     operation: 'embeddings',
     requestFor: sameBody('/embeddings', value, text),
-    model: value.model,
+    model,
     stream: false,
     incomingHeaders: request.headers,
     clientSignal: request.signal,

@@ -127,6 +127,8 @@ async function runSteps(
       }
     } catch (error) {
       release()
+      // A request that cannot be built for this target (bad client input) is the client's error.
+      if (error instanceof RouterError) return { kind: 'failed', error, clientClosed: false, failures, attempts: attempts - 1, path }
       const reason = controller.signal.aborted ? (controller.signal.reason as AbortReason) : undefined
       outcome =
         reason === 'client-closed' || reason === 'ttfb-timeout' || reason === 'timeout' || reason === 'deadline'
@@ -135,7 +137,6 @@ async function runSteps(
             ? { kind: 'unreadable' }
             : { kind: 'unreachable' }
       options.onAttempt?.(step.gateway, outcome.kind, options.now() - startedAt)
-      void error
     }
     const verdict = classify(outcome)
     failures.push({ gateway: step.gateway, outcome, reason: verdict.reason, headers: responseHeaders })

@@ -71,10 +71,12 @@ export function answerTranslated(context: RequestContext, deps: InferenceDeps, r
       }
       translated = translation.buffered(reply)
     } catch (error) {
-      if (error instanceof UntranslatableReply || error instanceof SyntaxError) {
-        return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} could not be translated: ${error.message}`))
+      // Whatever the reply held, a reply the translator cannot map is the gateway's fault: 502.
+      if (!(error instanceof UntranslatableReply) && !(error instanceof SyntaxError)) {
+        deps.logger.warn('reply_untranslatable', { request_id: context.requestId, gateway: result.step.gateway, error: error instanceof Error ? error.message : String(error) })
       }
-      throw error
+      const reason = error instanceof UntranslatableReply || error instanceof SyntaxError ? `: ${error.message}` : '.'
+      return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} could not be translated${reason}`))
     }
     context.headers.set('content-type', 'application/json')
     return finishWith(context, deps, new Response(JSON.stringify(translated), { status: 200, headers: context.headers }))

@@ -15,6 +15,9 @@ export interface Storage {
   db: Db
   /** PRAGMA data_version: changes when another connection commits (cheap, no table read). */
   dataVersion(): number
+  /** The configuration write counter (bumped by every configuration write, in any process). */
+  configVersion(): number
+  bumpConfigVersion(): void
   close(): void
 }
 
@@ -28,10 +31,15 @@ export function openStorage(path: string, options: { migrate?: boolean } = {}): 
   const db = drizzle(sqlite, { schema }) as Db
   if (options.migrate !== false) migrate(db, { migrationsFolder })
   const versionQuery = sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
+  sqlite.exec('insert or ignore into config_version (id, version) values (1, 0)')
+  const configQuery = sqlite.prepare<{ version: number }, []>('select version from config_version where id = 1')
+  const bump = sqlite.prepare('update config_version set version = version + 1 where id = 1')
   return {
     sqlite,
     db,
     dataVersion: () => versionQuery.get()!.data_version,
+    configVersion: () => configQuery.get()?.version ?? 0,
+    bumpConfigVersion: () => void bump.run(),
     close: () => sqlite.close(),
   }
 }

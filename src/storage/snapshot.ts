@@ -76,6 +76,7 @@ export interface SnapshotStore {
 export function createSnapshotStore(deps: { storage: Storage; repositories: Repositories; secretBox: SecretBox; config: Config; logger: Logger }): SnapshotStore {
   let snapshot: Snapshot | undefined
   let seenVersion = -1
+  let seenConfigVersion = -1
   let buildCount = 0
 
   function build(): Snapshot {
@@ -171,8 +172,13 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
       if (snapshot !== undefined && now - checkedAt < 1) return snapshot
       checkedAt = now
       const version = deps.storage.dataVersion()
-      if (snapshot === undefined || version !== seenVersion) {
-        seenVersion = version
+      if (snapshot !== undefined && version === seenVersion) return snapshot
+      seenVersion = version
+      // Another connection committed: rebuild only if it was a configuration write (request-log
+      // flushes of other processes change data_version too).
+      const configVersion = deps.storage.configVersion()
+      if (snapshot === undefined || configVersion !== seenConfigVersion) {
+        seenConfigVersion = configVersion
         snapshot = build()
         buildCount++
       }

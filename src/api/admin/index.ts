@@ -3,11 +3,12 @@ import { Elysia } from 'elysia'
 import { Type } from '@sinclair/typebox'
 import type { AppDeps } from '../deps'
 import { managementAuth } from './auth'
-import { describeGateway, gatewayCatalog } from '../../gateways/catalog'
+import { gatewayCatalog, publicGatewayEntry } from '../../gateways/catalog'
 import { createProvider, deleteProvider, getProvider, listProviders, updateProvider } from '../../management/providers'
 import { createKey, getKey, getRouting, listKeys, putRouting, revokeKey, updateKey } from '../../management/keys'
 import { usageBreakdown, usageSeries, usageSummary, type UsageQueryInput } from '../../management/usage'
 import { accountSnapshot } from '../../management/account'
+import { ManagementError } from '../../management/errors'
 import {
   KeyCreateInput,
   KeyOutput,
@@ -22,7 +23,6 @@ import {
 } from '../../management/schemas'
 
 const data = <T>(value: T) => ({ data: value })
-const idParams = Type.Object({ id: Type.String() })
 
 function envelope(schema: Parameters<typeof Type.Object>[0]['data']) {
   return Type.Object({ data: schema })
@@ -33,6 +33,31 @@ const errorResponses = {
   401: ErrorOutput,
   403: ErrorOutput,
   404: ErrorOutput,
+}
+
+export const managementBodyLimit = 1_000_000
+
+/** Management bodies: JSON of at most 1 MB, counted as read (a chunked body has no length header). */
+async function readManagementJson({ request }: { request: Request }): Promise<unknown> {
+  const reader = request.body?.getReader()
+  if (!reader) throw new ManagementError(400, 'Request body must be a JSON object.')
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.byteLength
+    if (size > managementBodyLimit) {
+      await reader.cancel()
+      throw new ManagementError(400, `Request body too large: the limit is ${managementBodyLimit} bytes.`)
+    }
+    chunks.push(value)
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'))
+  } catch {
+    throw new ManagementError(400, 'Malformed JSON body.')
+  }
 }
 
 function usageQuery(request: Request): UsageQueryInput {
@@ -49,9 +74,11 @@ export function adminRoutes(deps: AppDeps) {
   const created = (set: { status?: number | string }) => {
     set.status = 201
   }
-  return new Elysia({ prefix: '/api/v1', name: 'admin' })
+  // normalize: false — a body is validated as sent, never reshaped (an array is not an object).
+  return new Elysia({ prefix: '/api/v1', name: 'admin', normalize: false })
+    .parser('managementJson', readManagementJson)
     .use(managementAuth(deps))
-    .get('/gateways', () => data(gatewayCatalog.map((gateway) => describeGateway(gateway, deps.config.gatewayUrlOverrides))), {
+    .get('/gateways', () => data(gatewayCatalog.map(publicGatewayEntry)), {
       detail: { tags: ['gateways'], summary: 'Gateway catalog' },
     })
     .get('/providers', ({ actor, query }) => data(listProviders(deps, actor, (query as Record<string, string>).gateway)), {
@@ -65,22 +92,19 @@ export function adminRoutes(deps: AppDeps) {
         created(set)
         return data(provider)
       },
-      { parse: 'json', body: ProviderCreateInput, detail: { tags: ['providers'], summary: 'Store a provider key' }, response: { 201: envelope(ProviderOutput), ...errorResponses } },
+      { parse: 'managementJson', body: ProviderCreateInput, detail: { tags: ['providers'], summary: 'Store a provider key' }, response: { 201: envelope(ProviderOutput), ...errorResponses } },
     )
     .get('/providers/:id', ({ actor, params }) => data(getProvider(deps, actor, params.id)), {
-      params: idParams,
       detail: { tags: ['providers'], summary: 'Get a provider key' },
       response: { 200: envelope(ProviderOutput), ...errorResponses },
     })
     .patch('/providers/:id', ({ actor, params, body }) => data(updateProvider(deps, actor, params.id, body)), {
-      parse: 'json',
-      params: idParams,
+      parse: 'managementJson',
       body: ProviderUpdateInput,
       detail: { tags: ['providers'], summary: 'Rename, disable or enable a provider key' },
       response: { 200: envelope(ProviderOutput), ...errorResponses },
     })
     .delete('/providers/:id', ({ actor, params }) => data(deleteProvider(deps, actor, params.id)), {
-      params: idParams,
       detail: { tags: ['providers'], summary: 'Delete a provider key and strip it from every rule' },
       response: { 200: envelope(Type.Object({ id: Type.String(), deleted: Type.Boolean() })), ...errorResponses },
     })
@@ -95,33 +119,28 @@ export function adminRoutes(deps: AppDeps) {
         created(set)
         return data(key)
       },
-      { parse: 'json', body: KeyCreateInput, detail: { tags: ['keys'], summary: 'Create an inference key' }, response: { 201: envelope(KeyOutput), ...errorResponses } },
+      { parse: 'managementJson', body: KeyCreateInput, detail: { tags: ['keys'], summary: 'Create an inference key' }, response: { 201: envelope(KeyOutput), ...errorResponses } },
     )
     .get('/keys/:id', ({ actor, params }) => data(getKey(deps, actor, params.id)), {
-      params: idParams,
       detail: { tags: ['keys'], summary: 'Get an inference key' },
       response: { 200: envelope(KeyOutput), ...errorResponses },
     })
     .patch('/keys/:id', ({ actor, params, body }) => data(updateKey(deps, actor, params.id, body)), {
-      parse: 'json',
-      params: idParams,
+      parse: 'managementJson',
       body: KeyUpdateInput,
       detail: { tags: ['keys'], summary: 'Update an inference key (all-or-nothing)' },
       response: { 200: envelope(KeyOutput), ...errorResponses, 409: ErrorOutput },
     })
     .delete('/keys/:id', ({ actor, params }) => data(revokeKey(deps, actor, params.id)), {
-      params: idParams,
       detail: { tags: ['keys'], summary: 'Revoke an inference key (idempotent)' },
       response: { 200: envelope(KeyOutput), ...errorResponses },
     })
     .get('/keys/:id/routing', ({ actor, params }) => data(getRouting(deps, actor, params.id)), {
-      params: idParams,
       detail: { tags: ['routing'], summary: 'Get the routing rule of a key' },
       response: { 200: envelope(RoutingOutput), ...errorResponses },
     })
     .put('/keys/:id/routing', ({ actor, params, body }) => data(putRouting(deps, actor, params.id, body)), {
-      parse: 'json',
-      params: idParams,
+      parse: 'managementJson',
       body: RoutingInput,
       detail: { tags: ['routing'], summary: 'Replace the routing rule of a key' },
       response: { 200: envelope(RoutingOutput), ...errorResponses, 409: ErrorOutput },

@@ -12,6 +12,18 @@ function notServed(pathname: string, envelope: Envelope): Response {
 }
 
 export async function handleProxyRequest(request: Request, deps: InferenceDeps, socketAddress: string | undefined): Promise<Response> {
+  try {
+    return await routeProxyRequest(request, deps, socketAddress)
+  } catch (error) {
+    // The pipeline answers its own errors; this is the last guard so nothing leaves without the
+    // router headers and a JSON envelope.
+    deps.logger.error('proxy_request_failed', { error: error instanceof Error ? error.message : String(error) })
+    const headers = new Headers({ 'x-router-request-id': crypto.randomUUID(), 'x-router-attempts': '0' })
+    return errorResponse('chat', new RouterError('internal'), headers)
+  }
+}
+
+async function routeProxyRequest(request: Request, deps: InferenceDeps, socketAddress: string | undefined): Promise<Response> {
   const url = request.url
   const pathStart = url.indexOf('/', url.indexOf('//') + 2)
   const queryStart = url.indexOf('?', pathStart)

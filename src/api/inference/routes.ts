@@ -2,6 +2,15 @@
 import type { InferenceRoute } from '../../pipeline'
 
 const chatShapes = ['chat', 'chat_router'] as const
+
+/** Percent-decoding that treats a malformed escape as an unknown path instead of throwing. */
+function decodeSegment(text: string): string | undefined {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return undefined
+  }
+}
 const allShapes = ['chat', 'chat_router', 'messages', 'content', 'decisions'] as const
 
 export function resolveInferenceRoute(method: string, pathname: string): InferenceRoute | undefined {
@@ -28,12 +37,13 @@ export function resolveInferenceRoute(method: string, pathname: string): Inferen
     if (rest.startsWith('models/')) {
       // The model part may contain slashes (SPEC "POST /models/{modelPath}:generateContent").
       const match = /^models\/(.+):(generateContent|streamGenerateContent)$/.exec(rest)
-      if (match) {
+      const parameter = match ? decodeSegment(match[1]!) : undefined
+      if (match && parameter !== undefined) {
         return {
           endpoint: match[2] === 'generateContent' ? 'generate_content' : 'stream_generate_content',
           shapes: ['content'],
           envelope: 'content',
-          parameter: decodeURIComponent(match[1]!),
+          parameter,
         }
       }
     }
@@ -42,10 +52,12 @@ export function resolveInferenceRoute(method: string, pathname: string): Inferen
   if (method === 'GET') {
     if (rest === 'models') return { endpoint: 'models', shapes: allShapes, envelope: 'chat' }
     if (rest.startsWith('models/') && rest.length > 'models/'.length) {
-      return { endpoint: 'model', shapes: chatShapes, envelope: 'chat', parameter: decodeURIComponent(rest.slice('models/'.length)) }
+      const parameter = decodeSegment(rest.slice('models/'.length))
+      return parameter === undefined ? undefined : { endpoint: 'model', shapes: chatShapes, envelope: 'chat', parameter }
     }
     if (rest.startsWith('responses/') && rest.length > 'responses/'.length) {
-      return { endpoint: 'responses_get', shapes: chatShapes, envelope: 'chat', parameter: decodeURIComponent(rest.slice('responses/'.length)) }
+      const parameter = decodeSegment(rest.slice('responses/'.length))
+      return parameter === undefined ? undefined : { endpoint: 'responses_get', shapes: chatShapes, envelope: 'chat', parameter }
     }
     if (rest === 'batches' || rest.startsWith('batches/')) return { endpoint: 'batches', shapes: chatShapes, envelope: 'chat' }
     return undefined

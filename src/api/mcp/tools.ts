@@ -5,7 +5,7 @@
 import { Type, type TSchema } from '@sinclair/typebox'
 import type { Actor } from '../../management/context'
 import type { AppDeps } from '../deps'
-import { describeGateway, gatewayCatalog } from '../../gateways/catalog'
+import { gatewayCatalog, publicGatewayEntry } from '../../gateways/catalog'
 import { createProvider, deleteProvider, getProvider, listProviders, updateProvider } from '../../management/providers'
 import { createKey, getKey, getRouting, listKeys, putRouting, revokeKey, updateKey } from '../../management/keys'
 import { usageBreakdown, usageSeries, usageSummary } from '../../management/usage'
@@ -53,7 +53,7 @@ export const mcpTools: Record<string, McpTool> = {
     description: 'List the gateway catalog: slugs to use as `gateway` when storing a provider key, with capabilities.',
     inputSchema: Type.Object({}),
     write: false,
-    run: (deps) => gatewayCatalog.map((gateway) => describeGateway(gateway, deps.config.gatewayUrlOverrides)),
+    run: () => gatewayCatalog.map(publicGatewayEntry),
   },
   list_provider_keys: {
     description: 'List stored provider keys (metadata only; secrets are never returned).',

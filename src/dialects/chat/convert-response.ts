@@ -65,7 +65,7 @@ export function readChatCompletion(value: unknown): AssistantResult {
     usage?: unknown
   }
   const choice = completion.choices?.[0]
-  if (!choice || typeof choice.message !== 'object' || choice.message === null) {
+  if (!Array.isArray(completion.choices) || !choice || typeof choice.message !== 'object' || choice.message === null) {
     throw new UntranslatableReply('The gateway reply has no choices[0].message.')
   }
   const message = choice.message
@@ -75,7 +75,8 @@ export function readChatCompletion(value: unknown): AssistantResult {
     text = message.content.map((part: { text?: unknown }) => (typeof part?.text === 'string' ? part.text : '')).join('')
   }
   const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : typeof message.reasoning === 'string' ? message.reasoning : ''
-  const signature = message.reasoning_details?.find((detail) => typeof detail?.signature === 'string' && detail.signature)?.signature
+  const details = Array.isArray(message.reasoning_details) ? message.reasoning_details : []
+  const signature = details.find((detail) => typeof detail?.signature === 'string' && detail.signature)?.signature
   const refused = typeof message.refusal === 'string' && message.refusal !== ''
   return {
     id: completion.id ?? `chatcmpl-${crypto.randomUUID()}`,
@@ -84,10 +85,10 @@ export function readChatCompletion(value: unknown): AssistantResult {
     text: refused && !text ? (message.refusal as string) : text,
     reasoning,
     reasoningSignature: signature,
-    toolCalls: (message.tool_calls ?? []).map((call, index) => ({
-      id: call.id ?? `call_${index}`,
-      name: call.function?.name ?? '',
-      arguments: call.function?.arguments ?? '',
+    toolCalls: (Array.isArray(message.tool_calls) ? message.tool_calls : []).map((call, index) => ({
+      id: typeof call?.id === 'string' ? call.id : `call_${index}`,
+      name: typeof call?.function?.name === 'string' ? call.function.name : '',
+      arguments: typeof call?.function?.arguments === 'string' ? call.function.arguments : JSON.stringify(call?.function?.arguments ?? {}),
     })),
     finishReason: refused ? 'refusal' : mapChatFinishReason(choice.finish_reason),
     usage: readChatUsage(completion.usage),

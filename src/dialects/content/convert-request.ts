@@ -22,12 +22,31 @@ export function validateContentBody(value: unknown): Json & { contents: Json[] }
       throw invalid(`contents[${index}].role: expected 'user' or 'model'.`)
     }
     if (!Array.isArray(content.parts) || content.parts.length === 0) throw invalid(`contents[${index}].parts: a non-empty array is required.`)
+    content.parts.forEach((part: unknown, partIndex: number) => {
+      if (!isObject(part)) throw invalid(`contents[${index}].parts[${partIndex}]: expected a Part object.`)
+    })
   })
+  if (value.systemInstruction !== undefined && isObject(value.systemInstruction) && value.systemInstruction.parts !== undefined) {
+    if (!Array.isArray(value.systemInstruction.parts) || !value.systemInstruction.parts.every(isObject)) {
+      throw invalid('systemInstruction.parts: expected an array of Part objects.')
+    }
+  }
   if (value.generationConfig !== undefined && !isObject(value.generationConfig)) throw invalid('generationConfig: expected an object.')
   if (value.systemInstruction !== undefined && !isObject(value.systemInstruction) && typeof value.systemInstruction !== 'string') {
     throw invalid('systemInstruction: expected a Content object.')
   }
   if (value.tools !== undefined && !Array.isArray(value.tools)) throw invalid('tools: expected an array.')
+  ;(value.tools ?? []).forEach((tool: unknown, index: number) => {
+    if (!isObject(tool)) throw invalid(`tools[${index}]: expected a Tool object.`)
+    if (tool.functionDeclarations === undefined) return
+    if (!Array.isArray(tool.functionDeclarations)) throw invalid(`tools[${index}].functionDeclarations: expected an array.`)
+    tool.functionDeclarations.forEach((declaration: unknown, declarationIndex: number) => {
+      if (!isObject(declaration) || typeof declaration.name !== 'string' || declaration.name === '') {
+        throw invalid(`tools[${index}].functionDeclarations[${declarationIndex}].name: a non-empty string is required.`)
+      }
+    })
+  })
+  if (value.toolConfig !== undefined && !isObject(value.toolConfig)) throw invalid('toolConfig: expected an object.')
   return value as Json & { contents: Json[] }
 }
 

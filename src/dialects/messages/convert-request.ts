@@ -19,6 +19,7 @@ const invalid = (message: string) => new RouterError('invalid_request', message)
 export function validateMessagesBody(value: unknown): Json & { model: string; messages: Json[] } {
   if (!isObject(value)) throw invalid('The request body must be a JSON object.')
   if (typeof value.model !== 'string' || value.model === '') throw new RouterError('missing_model', 'model: Field required (a non-empty string).')
+  if (value.model.length > 256) throw invalid('model: at most 256 characters.')
   if (!Array.isArray(value.messages) || value.messages.length === 0) throw new RouterError('missing_messages', 'messages: Field required (a non-empty array).')
   value.messages.forEach((message: unknown, index: number) => {
     if (!isObject(message)) throw invalid(`messages.${index}: expected an object.`)

@@ -16,11 +16,15 @@ export interface Repositories {
 
 /** `onWrite` runs after every configuration write, so in-memory snapshots drop their copy. */
 export function createRepositories(storage: Storage, onWrite: () => void = () => {}): Repositories {
+  const written = () => {
+    storage.bumpConfigVersion()
+    onWrite()
+  }
   return {
-    workspaces: createWorkspaceRepository(storage.db, onWrite),
-    providerKeys: createProviderKeyRepository(storage.db, onWrite),
-    inferenceKeys: createInferenceKeyRepository(storage.db, onWrite),
+    workspaces: createWorkspaceRepository(storage.db, written),
+    providerKeys: createProviderKeyRepository(storage.db, written),
+    inferenceKeys: createInferenceKeyRepository(storage.db, written),
     requestLogs: createRequestLogRepository(storage.db),
-    gatewayCatalogs: createGatewayCatalogRepository(storage.db, onWrite),
+    gatewayCatalogs: createGatewayCatalogRepository(storage.db, written),
   }
 }

@@ -1,4 +1,4 @@
-/** Crawled per-gateway model catalogs and learned first-byte budgets (SPEC "Routing behavior"). */
+/** Crawled per-gateway model catalogs, learned first-byte budgets, and the configuration version. */
 import { sqliteTable, text, integer, primaryKey } from 'drizzle-orm/sqlite-core'
 
 export const gatewayCatalogs = sqliteTable('gateway_catalogs', {
@@ -26,4 +26,13 @@ export const gatewayBudgets = sqliteTable('gateway_budgets', {
   gateway: text('gateway').primaryKey(),
   ttfbBudgetMs: integer('ttfb_budget_ms').notNull(),
   computedAt: integer('computed_at').notNull(),
+})
+
+/**
+ * One row counting configuration writes. Other processes' request-log writes also change
+ * PRAGMA data_version; this counter tells a snapshot whether the configuration itself changed.
+ */
+export const configVersion = sqliteTable('config_version', {
+  id: integer('id').primaryKey(),
+  version: integer('version').notNull(),
 })

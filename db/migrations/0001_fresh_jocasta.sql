@@ -1,0 +1,4 @@
+CREATE TABLE `config_version` (
+	`id` integer PRIMARY KEY NOT NULL,
+	`version` integer NOT NULL
+);
