@@ -66,40 +66,51 @@ export interface StreamEnd {
  */
 export function relayChatStream(upstream: ReadableStream<Uint8Array>, controller: AbortController, onEnd: (end: StreamEnd) => void): ReadableStream<Uint8Array> {
   const reader = upstream.getReader()
-  const decoder = new TextDecoder()
-  let tail = ''
+  // The last few chunks, kept as bytes and decoded once at the end (usage and [DONE] come last).
+  const recent: Uint8Array[] = []
+  let recentBytes = 0
   let ended = false
-  const finish = (end: Omit<StreamEnd, 'tail'>) => {
+  const tail = () => tailDecoder.decode(Buffer.concat(recent))
+  const finish = (end: Omit<StreamEnd, 'tail'>, text: string) => {
     if (ended) return
     ended = true
-    onEnd({ ...end, tail })
+    onEnd({ ...end, tail: text })
   }
+  // A direct stream: Bun hands the sink to one pull() that loops, so each chunk is one write
+  // with no intermediate queue (lower first-byte time and CPU than a queued ReadableStream).
   return new ReadableStream<Uint8Array>({
-    async pull(stream) {
+    type: 'direct',
+    async pull(sink: { write(chunk: Uint8Array): unknown; flush(): unknown; close(): unknown }) {
       try {
-        const { value, done } = await reader.read()
-        if (done) {
-          const complete = /data:\s*\[DONE\]/.test(tail)
-          // A translating adapter upstream of here may already have ended with its own record.
-          const alreadyReported = !complete && tail.includes('"code":"stream_aborted"')
-          if (!complete && !alreadyReported) stream.enqueue(streamAbortedRecord('The upstream stream ended before it was complete.'))
-          stream.close()
-          finish({ complete, clientClosed: false })
-          return
+        for (;;) {
+          const { value, done } = await reader.read()
+          if (done) break
+          sink.write(value)
+          await sink.flush()
+          recent.push(value)
+          recentBytes += value.byteLength
+          while (recent.length > 1 && recentBytes - recent[0]!.byteLength >= 4096) recentBytes -= recent.shift()!.byteLength
         }
-        stream.enqueue(value)
-        tail = (tail + decoder.decode(value, { stream: true })).slice(-4096)
       } catch {
         if (ended) return
-        stream.enqueue(streamAbortedRecord('The upstream stream broke off.'))
-        stream.close()
-        finish({ complete: false, clientClosed: false })
+        sink.write(streamAbortedRecord('The upstream stream broke off.'))
+        sink.close()
+        finish({ complete: false, clientClosed: false }, tail())
+        return
       }
+      if (ended) return
+      const text = tail()
+      const complete = /data:\s*\[DONE\]/.test(text)
+      // A translating adapter upstream of here may already have ended with its own record.
+      const alreadyReported = !complete && text.includes('"code":"stream_aborted"')
+      if (!complete && !alreadyReported) sink.write(streamAbortedRecord('The upstream stream ended before it was complete.'))
+      sink.close()
+      finish({ complete, clientClosed: false }, text)
     },
     cancel() {
       controller.abort('client-closed')
       reader.cancel().catch(() => {})
-      finish({ complete: false, clientClosed: true })
+      finish({ complete: false, clientClosed: true }, tail())
     },
-  })
+  } as unknown as UnderlyingDefaultSource<Uint8Array>)
 }
