@@ -69,6 +69,12 @@ export function readChatCompletion(value: unknown): AssistantResult {
     throw new UntranslatableReply('The gateway reply has no choices[0].message.')
   }
   const message = choice.message
+  // A field of the wrong type means the reply does not follow the dialect: refuse it (502) rather
+  // than drop what it carried.
+  if (message.tool_calls != null && !Array.isArray(message.tool_calls)) throw new UntranslatableReply('choices[0].message.tool_calls is not an array.')
+  if (message.reasoning_details != null && !Array.isArray(message.reasoning_details)) {
+    throw new UntranslatableReply('choices[0].message.reasoning_details is not an array.')
+  }
   let text = ''
   if (typeof message.content === 'string') text = message.content
   else if (Array.isArray(message.content)) {
