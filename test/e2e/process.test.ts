@@ -232,3 +232,20 @@ describe('service process', () => {
     expect(await service.stop()).toBe(0)
   })
 })
+
+describe('TLS', () => {
+  const openssl = Bun.which('openssl')
+  test.skipIf(!openssl)('with RT_TLS_CERT and RT_TLS_KEY the listener speaks HTTPS (CONTRACT §2)', async () => {
+    const dir = tempDir()
+    const made = Bun.spawnSync([openssl!, 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=localhost'])
+    expect(made.exitCode).toBe(0)
+    const service = start(join(dir, 'data'), { RT_TLS_CERT: join(dir, 'cert.pem'), RT_TLS_KEY: join(dir, 'key.pem') })
+    const { line } = await service.listening()
+    expect(line).toContain('listening on https://')
+    const port = /:(\d+)/.exec(line.slice(line.indexOf('https://') + 8))![1]
+    const response = await fetch(`https://127.0.0.1:${port}/healthz`, { tls: { rejectUnauthorized: false } } as RequestInit)
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({ ok: true })
+    expect(await service.stop()).toBe(0)
+  })
+})
