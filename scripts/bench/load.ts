@@ -52,3 +52,5 @@ async function loop() {
 await Promise.all(Array.from({ length: config.concurrency }, loop))
 const elapsed = performance.now() - started
 process.stdout.write(JSON.stringify({ sent, completed: latencies.length, errors, elapsedMs: elapsed, latencies, firstBytes, gaps }) + '\n')
+
+export {}

@@ -66,3 +66,5 @@ const server = Bun.serve({
   },
 })
 process.stdout.write(`port ${server.port}\n`)
+
+export {}
