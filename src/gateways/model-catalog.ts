@@ -96,12 +96,6 @@ export type CatalogDecision =
   /** Fresh catalog that does not list the model: skip without a call. */
   | { kind: 'not-listed' }
 
-export interface CatalogView {
-  /** Fresh catalogs only (older than 72 hours are ignored). */
-  catalogs: ReadonlyMap<string, GatewayCatalog>
-  /** Gateways whose fresh catalog lists the requested id, computed per request. */
-}
-
 export function isFresh(catalog: GatewayCatalog | undefined, now: number): catalog is GatewayCatalog {
   return catalog !== undefined && now - catalog.fetchedAt <= catalogStaleAfterMs
 }
