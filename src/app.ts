@@ -89,8 +89,7 @@ export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
   const servesProxy = deps.config.role === 'all' || deps.config.role === 'proxy'
   return (request: Request, server: { requestIP(request: Request): { address: string } | null }) => {
     if (servesProxy && isInferencePath(request.url)) {
-      const peer = server.requestIP(request)
-      return handleProxyRequest(request, deps, peer?.address)
+      return handleProxyRequest(request, deps, () => server.requestIP(request)?.address)
     }
     return app.handle(request)
   }

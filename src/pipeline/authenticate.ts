@@ -56,7 +56,7 @@ function verify(snapshot: Snapshot, token: string, now: number): { key: KeyEntry
   return undefined
 }
 
-export function authenticate(snapshot: Snapshot, token: string | undefined, callerAddress: string | undefined, now: number): Authenticated {
+export function authenticate(snapshot: Snapshot, token: string | undefined, caller: () => string | undefined, now: number): Authenticated {
   if (!token || !token.startsWith(inferenceKeyPrefix)) throw new RouterError('invalid_api_key')
   const found = verify(snapshot, token, now)
   if (!found) throw new RouterError('invalid_api_key')
@@ -67,21 +67,22 @@ export function authenticate(snapshot: Snapshot, token: string | undefined, call
   if (!workspace) throw new RouterError('invalid_api_key')
   if (workspace.suspended) throw new RouterError('workspace_suspended')
   if (!workspace.allowlist.empty || !key.allowlist.empty) {
-    const address = parseCallerAddress(callerAddress)
+    const seen = caller()
+    const address = parseCallerAddress(seen)
     if (!workspace.allowlist.allows(address) || !key.allowlist.allows(address)) {
-      throw new RouterError('ip_not_allowed', `The address ${callerAddress ?? 'unknown'} is not allowed to use this key.`)
+      throw new RouterError('ip_not_allowed', `The address ${seen ?? 'unknown'} is not allowed to use this key.`)
     }
   }
   return { key, workspace, graceUntil: found.previous ? key.previous!.untilIso : undefined }
 }
 
 /** The caller address per RT_TRUST_PROXY (CONTRACT §4): Fly-Client-IP, else the first X-Forwarded-For entry. */
-export function callerAddress(headers: Headers, socketAddress: string | undefined, trustProxy: boolean): string | undefined {
+export function callerAddress(headers: Headers, socketAddress: () => string | undefined, trustProxy: boolean): string | undefined {
   if (trustProxy) {
     const fly = headers.get('fly-client-ip')
     if (fly) return fly.trim()
     const forwarded = headers.get('x-forwarded-for')
     if (forwarded) return forwarded.split(',')[0]!.trim()
   }
-  return socketAddress
+  return socketAddress()
 }

@@ -32,12 +32,25 @@ export class RequestContext {
   /** Set when the response headers are ready (overhead = ready - start - upstream wait). */
   readyAt: number | undefined
 
+  private resolvedClientIp: string | undefined
+  private clientIpResolved = false
+
   constructor(
     readonly endpoint: string,
     public envelope: Envelope,
-    readonly clientIp: string | undefined,
+    /** Resolves the caller address on demand: reading the socket's peer costs a system call. */
+    private readonly resolveClientIp: () => string | undefined,
   ) {
     this.headers.set('x-router-request-id', this.requestId)
+  }
+
+  /** The caller address (CONTRACT §4 RT_TRUST_PROXY), resolved on first use. */
+  get clientIp(): string | undefined {
+    if (!this.clientIpResolved) {
+      this.clientIpResolved = true
+      this.resolvedClientIp = this.resolveClientIp()
+    }
+    return this.resolvedClientIp
   }
 
   /** Records the time since the previous mark under `stage` (stage timings of the log). */
@@ -76,7 +89,8 @@ export class RequestContext {
       stageTimings: `{${this.stages}}`,
       inputTokens: this.inputTokens ?? null,
       outputTokens: this.outputTokens ?? null,
-      clientIp: this.clientIp ?? null,
+      // Logged when it was needed (allowlists); not looked up for the log alone.
+      clientIp: this.clientIpResolved ? (this.resolvedClientIp ?? null) : null,
       requestBody: captureBodies ? (this.requestBody ?? null) : null,
     }
   }

@@ -32,15 +32,15 @@ const handlers: Partial<Record<InferenceEndpoint, EndpointHandler>> = {
   responses_get: handleRetrieveResponse,
 }
 
-export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: string | undefined): Promise<Response> {
-  const context = new RequestContext(route.endpoint, route.envelope, callerAddress(request.headers, socketAddress, deps.config.trustProxy))
+export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {
+  const context = new RequestContext(route.endpoint, route.envelope, () => callerAddress(request.headers, socketAddress, deps.config.trustProxy))
   // On /messages the request id is also sent as `request-id`, errors included (SPEC "Common response headers").
   if (route.envelope === 'messages') context.headers.set('request-id', context.requestId)
   try {
     const snapshot = deps.snapshots.current()
     context.snapshot = snapshot
     const queryKey = route.endpoint === 'generate_content' || route.endpoint === 'stream_generate_content' ? new URL(request.url).searchParams.get('key') : null
-    const authenticated = authenticate(snapshot, presentedKey(request.headers, queryKey), context.clientIp, Date.now())
+    const authenticated = authenticate(snapshot, presentedKey(request.headers, queryKey), () => context.clientIp, Date.now())
     context.key = authenticated.key
     context.workspace = authenticated.workspace
     context.envelope = envelopeForShape(authenticated.key.apiShape)

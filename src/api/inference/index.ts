@@ -11,7 +11,7 @@ function notServed(pathname: string, envelope: Envelope): Response {
   return errorResponse(envelope, new RouterError('not_found', `The path ${pathname} is not served.`), headers)
 }
 
-export async function handleProxyRequest(request: Request, deps: InferenceDeps, socketAddress: string | undefined): Promise<Response> {
+export async function handleProxyRequest(request: Request, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {
   try {
     return await routeProxyRequest(request, deps, socketAddress)
   } catch (error) {
@@ -23,7 +23,7 @@ export async function handleProxyRequest(request: Request, deps: InferenceDeps, 
   }
 }
 
-async function routeProxyRequest(request: Request, deps: InferenceDeps, socketAddress: string | undefined): Promise<Response> {
+async function routeProxyRequest(request: Request, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {
   const url = request.url
   const pathStart = url.indexOf('/', url.indexOf('//') + 2)
   const queryStart = url.indexOf('?', pathStart)
