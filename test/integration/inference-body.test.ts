@@ -10,19 +10,17 @@ import OpenAI from 'openai'
 import { setWorkspaceSettings } from '../../src/management/workspaces'
 import { chatChunks, startMockGateway, type MockGateway } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
+import { createInferenceKey, storeProvider } from '../harness/api'
 
 const userMessages = [{ role: 'user', content: 'hi' }]
 
 async function addProvider(server: TestServer, gateway: string, secret = `sk-${gateway}-upstream-secret`): Promise<string> {
-  const response = await server.call('POST', '/api/v1/providers', { gateway, key: secret })
-  expect(response.status).toBe(201)
-  return response.body.data.id
+  return (await storeProvider(server, { gateway, key: secret })).id
 }
 
 async function createKey(server: TestServer, providerIds: string[], extra: Record<string, unknown> = {}) {
-  const response = await server.call('POST', '/api/v1/keys', { ...extra, routing: { targets: providerIds.map((id) => ({ provider_key_id: id })) } })
-  expect(response.status).toBe(201)
-  return { id: response.body.data.id as string, secret: response.body.data.key as string }
+  const key = await createInferenceKey(server, { ...extra, routing: { targets: providerIds.map((id) => ({ provider_key_id: id })) } })
+  return { id: key.id as string, secret: key.key as string }
 }
 
 interface Result {

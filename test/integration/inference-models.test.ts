@@ -6,6 +6,7 @@ import { describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
 import { startMockGateway, type MockGateway, type MockHandler } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
+import { createInferenceKey, storeProvider } from '../harness/api'
 
 const A = 'openai'
 const B = 'groq'
@@ -39,15 +40,12 @@ async function startEnv(extraEnv: Record<string, string> = {}): Promise<Env> {
 }
 
 async function addProvider(server: TestServer, gateway: string): Promise<string> {
-  const response = await server.call('POST', '/api/v1/providers', { gateway, key: `sk-${gateway}-secret` })
-  expect(response.status).toBe(201)
-  return response.body.data.id
+  return (await storeProvider(server, { gateway, key: `sk-${gateway}-secret` })).id
 }
 
 async function createKey(server: TestServer, routing: unknown, extra: Record<string, unknown> = {}) {
-  const response = await server.call('POST', '/api/v1/keys', { ...extra, routing })
-  expect(response.status).toBe(201)
-  return { id: response.body.data.id as string, secret: response.body.data.key as string }
+  const key = await createInferenceKey(server, { ...extra, routing })
+  return { id: key.id as string, secret: key.key as string }
 }
 
 const priority = (env: Env, ...gateways: string[]) => ({ targets: gateways.map((gateway) => ({ provider_key_id: env.providers[gateway] })) })

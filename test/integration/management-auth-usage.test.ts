@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto'
 import { addMember, createManagementKey, createWorkspace } from '../../src/management/workspaces'
 import type { RequestLogRow } from '../../src/storage/repositories/request-logs'
 import { startTestServer, type TestServer } from '../harness/server'
+import { storeProvider } from '../harness/api'
 
 const hourMs = 3_600_000
 const dayMs = 86_400_000
@@ -20,9 +21,7 @@ async function plainGateways(server: TestServer, key?: string | null): Promise<s
 }
 
 async function addProvider(server: TestServer, gateway: string, key?: string | null) {
-  const response = await server.call('POST', '/api/v1/providers', { gateway, key: `sk-${randomUUID()}` }, key)
-  expect(response.status).toBe(201)
-  return response.body.data as { id: string; gateway: string }
+  return (await storeProvider(server, { gateway, key: `sk-${randomUUID()}` }, key)) as { id: string; gateway: string }
 }
 
 async function addKey(server: TestServer, body: Record<string, unknown> = {}, key?: string | null) {

@@ -5,6 +5,7 @@
 import { describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import { startTestServer, type TestServer } from '../harness/server'
+import { createInferenceKey, storeProvider } from '../harness/api'
 
 const uuidRe = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -34,15 +35,11 @@ async function plainGateways(server: TestServer): Promise<string[]> {
 }
 
 async function addProvider(server: TestServer, gateway: string) {
-  const response = await server.call('POST', '/api/v1/providers', { gateway, key: `sk-${randomUUID()}` })
-  expect(response.status).toBe(201)
-  return response.body.data as { id: string; gateway: string }
+  return (await storeProvider(server, { gateway, key: `sk-${randomUUID()}` })) as { id: string; gateway: string }
 }
 
 async function createKey(server: TestServer, body: Record<string, unknown> = {}) {
-  const response = await server.call('POST', '/api/v1/keys', body)
-  expect(response.status).toBe(201)
-  return response.body.data
+  return createInferenceKey(server, body)
 }
 
 async function getKey(server: TestServer, id: string) {

@@ -5,6 +5,7 @@
 import { describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import { startTestServer, type TestServer } from '../harness/server'
+import { storeProvider } from '../harness/api'
 
 const uuidRe = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
@@ -38,9 +39,7 @@ function secretFor(tag = ''): string {
 }
 
 async function addProvider(server: TestServer, body: Record<string, unknown>) {
-  const response = await server.call('POST', '/api/v1/providers', body)
-  expect(response.status).toBe(201)
-  return response.body.data
+  return storeProvider(server, body)
 }
 
 async function addKey(server: TestServer, body: Record<string, unknown> = {}) {

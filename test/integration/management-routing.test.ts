@@ -6,6 +6,7 @@ import { describe, expect, test } from 'bun:test'
 import { randomUUID } from 'node:crypto'
 import { createWorkspace } from '../../src/management/workspaces'
 import { startTestServer, type TestServer } from '../harness/server'
+import { storeProvider } from '../harness/api'
 
 interface Gateway {
   id: string
@@ -28,9 +29,7 @@ interface Setup {
 }
 
 async function addProvider(server: TestServer, gateway: string, key?: string | null) {
-  const response = await server.call('POST', '/api/v1/providers', { gateway, key: `sk-${randomUUID()}` }, key)
-  expect(response.status).toBe(201)
-  return response.body.data as { id: string; gateway: string }
+  return (await storeProvider(server, { gateway, key: `sk-${randomUUID()}` }, key)) as { id: string; gateway: string }
 }
 
 async function setup(server: TestServer, providerCount = 3, keyBody: Record<string, unknown> = {}): Promise<Setup> {
