@@ -3,14 +3,23 @@ import { RouterError } from '../errors/router-error'
 
 export const inferenceBodyLimit = 10 * 1024 * 1024
 
-export async function readJsonBody(request: Request, limit = inferenceBodyLimit): Promise<{ text: string; value: unknown }> {
+const utf8 = new TextDecoder()
+
+export interface JsonBody {
+  /** The body as sent: it goes upstream as these bytes when nothing in it has to change. */
+  bytes: Uint8Array<ArrayBuffer>
+  text: string
+  value: unknown
+}
+
+export async function readJsonBody(request: Request, limit = inferenceBodyLimit): Promise<JsonBody> {
   const declared = Number(request.headers.get('content-length') ?? 0)
   if (declared > limit) throw new RouterError('request_too_large')
-  const text = await request.text()
-  // Bytes, not characters: a multi-byte body can pass the character count and still be too large.
-  if (text.length > limit / 4 && Buffer.byteLength(text) > limit) throw new RouterError('request_too_large')
+  const bytes = await request.bytes()
+  if (bytes.byteLength > limit) throw new RouterError('request_too_large')
+  const text = utf8.decode(bytes)
   try {
-    return { text, value: JSON.parse(text) }
+    return { bytes, text, value: JSON.parse(text) }
   } catch {
     throw new RouterError('invalid_json')
   }

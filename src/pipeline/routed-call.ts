@@ -20,7 +20,7 @@ export interface UpstreamCall {
   suffix: string
   body: Record<string, unknown>
   /** The client's bytes, when they can go upstream unchanged (same model, nothing added or removed). */
-  raw?: string
+  raw?: Uint8Array<ArrayBuffer>
 }
 
 export interface RoutedCallInput {
@@ -36,7 +36,7 @@ export interface RoutedCallInput {
 }
 
 /** The same chat body for every attempt, with the attempt's model spelling. */
-export function sameBody(suffix: string, body: Record<string, unknown>, raw?: string): (step: PlannedAttempt) => UpstreamCall {
+export function sameBody(suffix: string, body: Record<string, unknown>, raw?: Uint8Array<ArrayBuffer>): (step: PlannedAttempt) => UpstreamCall {
   return (step) => {
     // The body goes upstream as sent unless something must change: the bytes are reused as they are.
     const untouched = raw !== undefined && step.model === body.model && !step.provider.gateway.capabilities.omitParams.some((name) => name in body)
@@ -89,7 +89,7 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
       stream: input.stream,
       send(step: PlannedAttempt, signal: AbortSignal) {
         const call = input.requestFor(step)
-        const post = (suffix: string, body: Record<string, unknown>, raw?: string) =>
+        const post = (suffix: string, body: Record<string, unknown>, raw?: Uint8Array<ArrayBuffer>) =>
           deps.fetch(upstreamUrl(step.provider, suffix), {
             method: 'POST',
             headers: forwarded.length ? upstreamHeaders(step.provider, forwarded, true, accept) : step.provider.postHeaders[input.stream ? 'stream' : 'json'],
@@ -145,7 +145,7 @@ export function answerChatDialect(context: RequestContext, deps: InferenceDeps, 
 }
 
 export const handleChatCompletions: EndpointHandler = async (context, request, _route, deps) => {
-  const { text, value } = await readJsonBody(request)
+  const { bytes, text, value } = await readJsonBody(request)
   const body = validateChatBody(value)
   context.requestBody = text
   context.model = body.model
@@ -156,7 +156,7 @@ export const handleChatCompletions: EndpointHandler = async (context, request, _
   context.mark('body')
   const result = await runRoutedCall(context, deps, {
     operation: 'chat',
-    requestFor: sameBody('/chat/completions', prepared, prepared === body ? text : undefined),
+    requestFor: sameBody('/chat/completions', prepared, prepared === body ? bytes : undefined),
     model: body.model,
     stream: context.stream,
     incomingHeaders: request.headers,
@@ -166,7 +166,7 @@ export const handleChatCompletions: EndpointHandler = async (context, request, _
 }
 
 export const handleEmbeddings: EndpointHandler = async (context, request, _route, deps) => {
-  const { text, value } = await readJsonBody(request)
+  const { bytes, text, value } = await readJsonBody(request)
   if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
   const model = requireModel(value.model)
   if (value.input === undefined || value.input === null) throw new RouterError('invalid_request', 'The request body needs `input`.')
@@ -175,7 +175,7 @@ export const handleEmbeddings: EndpointHandler = async (context, request, _route
   context.mark('body')
   const result = await runRoutedCall(context, deps, {
     operation: 'embeddings',
-    requestFor: sameBody('/embeddings', value, text),
+    requestFor: sameBody('/embeddings', value, bytes),
     model,
     stream: false,
     incomingHeaders: request.headers,
