@@ -249,3 +249,44 @@ describe('TLS', () => {
     expect(await service.stop()).toBe(0)
   })
 })
+
+describe('SIGTERM with a request in flight', () => {
+  test('the request finishes, its log row is written, and the process exits 0 (CONTRACT §2)', async () => {
+    const { startMockGateway } = await import('../harness/mock-gateway')
+    await using mock = await startMockGateway({
+      handler: (request) =>
+        request.path.endsWith('/chat/completions')
+          ? { delayMs: 800, json: { id: 'x', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'late' }, finish_reason: 'stop' }] } }
+          : undefined,
+    })
+    const dataDir = tempDir()
+    const service = start(dataDir, { RT_GATEWAY_URL_OPENAI: mock.url })
+    const { rootUrl } = await service.listening()
+    const managementKey = managementKeyFrom(service.stdoutLines().find(managementKeyLine)!)
+    const admin = (path: string, body: unknown) =>
+      fetch(`${rootUrl}/api/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(
+        (response) => response.json() as Promise<{ data: any }>,
+      )
+    const provider = (await admin('/providers', { gateway: 'openai', key: 'sk-upstream-secret-9' })).data
+    const key = (await admin('/keys', { routing: { targets: [{ provider_key_id: provider.id }] } })).data
+
+    const inFlight = fetch(`${rootUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    // Signal once the upstream has the request, so it is truly in flight.
+    while (mock.calls('/chat/completions').length === 0) await new Promise((resolve) => setImmediate(resolve))
+    service.child.kill('SIGTERM')
+    const response = await inFlight
+    expect(response.status).toBe(200)
+    expect(((await response.json()) as any).choices[0].message.content).toBe('late')
+    expect(await service.stop()).toBe(0)
+
+    const { Database } = await import('bun:sqlite')
+    const database = new Database(join(dataDir, 'router.db'), { readonly: true })
+    const rows = database.query('select status, endpoint from request_logs').all()
+    database.close()
+    expect(rows).toEqual([{ status: 200, endpoint: 'chat' }])
+  })
+})
