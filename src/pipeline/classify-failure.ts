@@ -13,6 +13,8 @@ export type AttemptOutcome =
   | { kind: 'unreachable' }
   | { kind: 'client-closed' }
   | { kind: 'unreadable' }
+  /** Planned but not called (not-listed, batch-only, no-embeddings): listed in X-Router-Failover only. */
+  | { kind: 'skipped' }
 
 export interface Classified {
   /** true: try the next target; false: answer the client with this outcome now. */
@@ -46,6 +48,8 @@ export function classify(outcome: AttemptOutcome): Classified {
       return { retryable: false, reason: 'client-closed' }
     case 'unreadable':
       return { retryable: true, reason: 'unknown' }
+    case 'skipped':
+      return { retryable: true, reason: 'skipped' }
     case 'status': {
       const { status } = outcome
       if (status >= 500) return { retryable: true, reason: 'server-error' }

@@ -71,7 +71,7 @@ async function runSteps(
   for (let index = 0; index < steps.length; index++) {
     const step = steps[index]!
     if (step.kind === 'skip') {
-      failures.push({ gateway: step.gateway, outcome: { kind: 'status', status: 0, body: '' }, reason: step.reason })
+      failures.push({ gateway: step.gateway, outcome: { kind: 'skipped' }, reason: step.reason })
       path.push(`${step.gateway}:${step.reason}`)
       continue
     }
@@ -146,7 +146,7 @@ async function runSteps(
     }
     if (outcome.kind === 'deadline') return { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path }
   }
-  const called = failures.filter((failure) => failure.outcome.kind !== 'status' || failure.outcome.status !== 0)
+  const called = failures.filter((failure) => failure.outcome.kind !== 'skipped')
   return { kind: 'failed', error: finalError(called.length ? called : failures), clientClosed: false, failures, attempts, path }
 }
 
