@@ -13,7 +13,6 @@ import { upstreamMessage } from './classify-failure'
 import type { RequestContext } from './context'
 import { failWith, finishFailedRun, finishWith, recordServingAttempt, trackStream } from './finish'
 import type { InferenceDeps } from './types'
-import { setRoutingHeaders } from './respond'
 import type { RunResult } from './run-attempts'
 
 export interface Translation {

@@ -86,7 +86,7 @@ function defaultReply(request: RecordedRequest, models: string[]): MockReply {
 
 const encoder = new TextEncoder()
 
-function toResponse(reply: MockReply, signal: AbortSignal): Response | Promise<Response> {
+function toResponse(reply: MockReply): Response | Promise<Response> {
   const headers = new Headers(reply.headers)
   if (reply.sse) {
     headers.set('content-type', 'text/event-stream')
@@ -142,7 +142,7 @@ export async function startMockGateway(options: { models?: string[]; handler?: M
         return new Response(null, { status: 499 })
       }
       if (reply.delayMs) await Bun.sleep(reply.delayMs)
-      return toResponse(reply, request.signal)
+      return toResponse(reply)
     },
   })
   const gateway: MockGateway = {
