@@ -13,6 +13,7 @@ import { GoogleGenAI } from '@google/genai'
 import OpenAI from 'openai'
 import { startMockGateway, type MockGateway, type MockHandler, type RecordedRequest } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
+import { bearerHeader, httpCall } from '../harness/api'
 
 const fixtures = join(import.meta.dir, '..', 'fixtures')
 const fixtureText = (path: string) => readFileSync(join(fixtures, path), 'utf8')
@@ -111,19 +112,8 @@ interface Raw {
   json: any
 }
 
-async function raw(method: string, path: string, secret: string | undefined, body?: unknown, headers: Record<string, string> = {}): Promise<Raw> {
-  const response = await fetch(`${server.rootUrl}${path}`, {
-    method,
-    headers: { ...(secret ? { authorization: `Bearer ${secret}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-  })
-  const text = await response.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: response.status, headers: response.headers, text, json }
-}
+const raw = (method: string, path: string, secret: string | undefined, body?: unknown, headers: Record<string, string> = {}): Promise<Raw> =>
+  httpCall(server, method, path, body, { ...bearerHeader(secret), ...headers })
 
 interface ClientEvent {
   event?: string

@@ -13,7 +13,7 @@ import { setWorkspaceSettings } from '../../src/management/workspaces'
 import { silentLogger } from '../../src/observability/logger'
 import { chatCompletion, startMockGateway, type MockGateway } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
-import { createInferenceKey, storeProvider } from '../harness/api'
+import { bearerHeader, createInferenceKey, httpCall, storeProvider } from '../harness/api'
 
 const model = 'openai/gpt-4o-mini'
 const userMessages = [{ role: 'user', content: 'hi' }]
@@ -60,22 +60,8 @@ interface Result {
 }
 
 /** An inference call; `secret` null sends no credentials. A string body is sent as-is. */
-async function send(server: TestServer, method: string, path: string, secret: string | null, body?: unknown): Promise<Result> {
-  const headers: Record<string, string> = {}
-  if (secret !== null) headers.authorization = `Bearer ${secret}`
-  if (body !== undefined) headers['content-type'] = 'application/json'
-  const response = await fetch(server.rootUrl + path, {
-    method,
-    headers,
-    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-  })
-  const text = await response.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: response.status, headers: response.headers, json, text }
-}
+const send = (server: TestServer, method: string, path: string, secret: string | null, body?: unknown): Promise<Result> =>
+  httpCall(server, method, path, body, bearerHeader(secret))
 
 function expectRouterHeaders(result: Result, attempts?: string) {
   expect(result.headers.get('x-router-request-id')).toBeTruthy()

@@ -8,6 +8,7 @@ import { rotateKey } from '../../src/management/keys'
 import { createManagementKey, setWorkspaceSettings } from '../../src/management/workspaces'
 import { startMockGateway, type MockGateway } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
+import { httpCall } from '../harness/api'
 
 const chatBody = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }
 
@@ -32,19 +33,7 @@ async function setup(server: TestServer, mock: MockGateway, keyBody: Record<stri
   return { server, mock, providerId: provider.body.data.id, keyId, secret }
 }
 
-async function post(server: TestServer, path: string, headers: Record<string, string>, body: unknown = chatBody) {
-  const response = await fetch(server.rootUrl + path, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  })
-  const text = await response.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: response.status, headers: response.headers, json, text }
-}
+const post = (server: TestServer, path: string, headers: Record<string, string>, body: unknown = chatBody) => httpCall(server, 'POST', path, body, headers)
 
 const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` })
 

@@ -10,7 +10,7 @@ import OpenAI from 'openai'
 import { setWorkspaceSettings } from '../../src/management/workspaces'
 import { chatChunks, startMockGateway, type MockGateway } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
-import { createInferenceKey, storeProvider } from '../harness/api'
+import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
 
 const userMessages = [{ role: 'user', content: 'hi' }]
 
@@ -23,26 +23,10 @@ async function createKey(server: TestServer, providerIds: string[], extra: Recor
   return { id: key.id as string, secret: key.key as string }
 }
 
-interface Result {
-  status: number
-  headers: Headers
-  json: any
-  text: string
-}
+type Result = CallResult
 
-async function chat(server: TestServer, secret: string, body: unknown, headers: Record<string, string> = {}): Promise<Result> {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
-  })
-  const text = await response.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: response.status, headers: response.headers, json, text }
-}
+const chat = (server: TestServer, secret: string, body: unknown, headers: Record<string, string> = {}): Promise<Result> =>
+  httpCall(server, 'POST', '/v1/chat/completions', body, { ...bearerHeader(secret), ...headers })
 
 /** A one-gateway setup on `openai` (Bearer auth). */
 async function single(mock: MockGateway, server: TestServer, keyExtra: Record<string, unknown> = {}) {

@@ -4,40 +4,18 @@
  */
 import { describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
-import { startMockGateway, type MockGateway, type MockHandler } from '../harness/mock-gateway'
-import { startTestServer, type TestServer } from '../harness/server'
+import { type MockGateway, type MockHandler } from '../harness/mock-gateway'
+import type { TestServer } from '../harness/server'
 import { createInferenceKey, storeProvider } from '../harness/api'
+import { startGateways, type GatewaysEnv } from '../harness/gateways'
 
 const A = 'openai'
 const B = 'groq'
 const C = 'together'
 
-interface Env extends AsyncDisposable {
-  server: TestServer
-  mocks: Record<string, MockGateway>
-  providers: Record<string, string>
-}
+type Env = GatewaysEnv
 
-async function startEnv(extraEnv: Record<string, string> = {}): Promise<Env> {
-  const mocks: Record<string, MockGateway> = { [A]: await startMockGateway(), [B]: await startMockGateway(), [C]: await startMockGateway() }
-  const server = await startTestServer({
-    RT_GATEWAY_URL_OPENAI: mocks[A]!.url,
-    RT_GATEWAY_URL_GROQ: mocks[B]!.url,
-    RT_GATEWAY_URL_TOGETHER: mocks[C]!.url,
-    ...extraEnv,
-  })
-  const providers: Record<string, string> = {}
-  for (const gateway of [A, B, C]) providers[gateway] = await addProvider(server, gateway)
-  return {
-    server,
-    mocks,
-    providers,
-    async [Symbol.asyncDispose]() {
-      await server[Symbol.asyncDispose]()
-      for (const mock of Object.values(mocks)) await mock.close()
-    },
-  }
-}
+const startEnv = (extraEnv: Record<string, string> = {}): Promise<Env> => startGateways([A, B, C], extraEnv)
 
 async function addProvider(server: TestServer, gateway: string): Promise<string> {
   return (await storeProvider(server, { gateway, key: `sk-${gateway}-secret` })).id

@@ -4,45 +4,19 @@
  * with its `gateway:reason`, the final errors, skipped targets and model spelling.
  */
 import { describe, expect, test } from 'bun:test'
-import { chatChunks, startMockGateway, type MockGateway } from '../harness/mock-gateway'
-import { startTestServer, type TestServer } from '../harness/server'
+import { chatChunks, type MockGateway } from '../harness/mock-gateway'
+import type { TestServer } from '../harness/server'
 import { createInferenceKey, storeProvider } from '../harness/api'
+import { startGateways, type GatewaysEnv } from '../harness/gateways'
 
 /** Three gateway kinds, each pointed at its own mock. */
 const A = 'openai'
 const B = 'groq'
 const C = 'together'
 
-interface Env extends AsyncDisposable {
-  server: TestServer
-  mocks: Record<string, MockGateway>
-  providers: Record<string, string>
-}
+type Env = GatewaysEnv
 
-async function startEnv(extraEnv: Record<string, string> = {}): Promise<Env> {
-  const mocks: Record<string, MockGateway> = {
-    [A]: await startMockGateway(),
-    [B]: await startMockGateway(),
-    [C]: await startMockGateway(),
-  }
-  const server = await startTestServer({
-    RT_GATEWAY_URL_OPENAI: mocks[A]!.url,
-    RT_GATEWAY_URL_GROQ: mocks[B]!.url,
-    RT_GATEWAY_URL_TOGETHER: mocks[C]!.url,
-    ...extraEnv,
-  })
-  const providers: Record<string, string> = {}
-  for (const gateway of [A, B, C]) providers[gateway] = await addProvider(server, gateway)
-  return {
-    server,
-    mocks,
-    providers,
-    async [Symbol.asyncDispose]() {
-      await server[Symbol.asyncDispose]()
-      for (const mock of Object.values(mocks)) await mock.close()
-    },
-  }
-}
+const startEnv = (extraEnv: Record<string, string> = {}): Promise<Env> => startGateways([A, B, C], extraEnv)
 
 async function addProvider(server: TestServer, gateway: string, config?: Record<string, unknown>): Promise<string> {
   return (await storeProvider(server, { gateway, key: `sk-${gateway}-secret`, ...(config ? { config } : {}) })).id
