@@ -21,6 +21,13 @@ async function main() {
 
   const app = buildApp(runtime)
   runtime.logQueue.start()
+  const checkpoints = await runtime.storage.startBackgroundCheckpoints({
+    onCheckpoint: (pages) => {
+      runtime.metrics.walCheckpoints++
+      runtime.metrics.walCheckpointPages += pages
+    },
+    onError: (message) => logger.error('wal_checkpoint_failed', { error: message }),
+  })
   const stopScheduler = startScheduler(runtime)
   const tls = config.tlsCert && config.tlsKey ? { cert: Bun.file(config.tlsCert), key: Bun.file(config.tlsKey) } : undefined
   const server = Bun.serve({
@@ -46,6 +53,7 @@ async function main() {
     await Promise.race([server.stop(false), Bun.sleep(30_000)])
     stopScheduler()
     runtime.logQueue.stop()
+    await checkpoints.stop()
     runtime.storage.close()
     process.exit(0)
   }

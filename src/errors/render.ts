@@ -61,9 +61,10 @@ export function errorBody(envelope: Envelope, error: RouterError): unknown {
   }
 }
 
-export function errorResponse(envelope: Envelope, error: RouterError, headers: Headers): Response {
-  headers.set('content-type', 'application/json')
-  if (error.extraHeaders) for (const [name, value] of Object.entries(error.extraHeaders)) headers.set(name, value)
+/** The error in its envelope; `headers` (lower-case names) gains the content type and the error's own headers. */
+export function errorResponse(envelope: Envelope, error: RouterError, headers: Record<string, string>): Response {
+  headers['content-type'] = 'application/json'
+  if (error.extraHeaders) for (const name in error.extraHeaders) headers[name.toLowerCase()] = error.extraHeaders[name]!
   return new Response(JSON.stringify(errorBody(envelope, error)), { status: error.status, headers })
 }
 

@@ -42,11 +42,11 @@ export function upstreamUrl(provider: ProviderEntry, suffix: string): string {
 }
 
 /** The gateway's rate-limit headers and Retry-After, passed through under their own names. */
-export function copyRateLimitHeaders(from: Headers, to: Headers) {
+export function copyRateLimitHeaders(from: Headers, to: Record<string, string>) {
   // Bun's Headers#toJSON gives the lower-cased names in one native call (cheaper than iterating).
   const all = from.toJSON() as Record<string, string>
   for (const name in all) {
-    if (name.startsWith('x-ratelimit-') || name === 'retry-after') to.set(name, all[name]!)
+    if (name.startsWith('x-ratelimit-') || name === 'retry-after') to[name] = all[name]!
   }
 }
 

@@ -45,6 +45,9 @@ export class Metrics {
   logQueueDepth: () => number = () => 0
   logRowsWritten = 0
   logRowsDropped = 0
+  /** Set by the background checkpointer (storage/client.ts). */
+  walCheckpoints = 0
+  walCheckpointPages = 0
   /** Set by the snapshot store. */
   snapshotBuilds: () => number = () => 0
 
@@ -89,6 +92,8 @@ export class Metrics {
     lines.push('# HELP router_log_queue_depth Request-log rows waiting to be written.', '# TYPE router_log_queue_depth gauge', `router_log_queue_depth ${this.logQueueDepth()}`)
     lines.push('# HELP router_log_rows_written_total Request-log rows written.', '# TYPE router_log_rows_written_total counter', `router_log_rows_written_total ${this.logRowsWritten}`)
     lines.push('# HELP router_log_rows_dropped_total Request-log rows that could not be written.', '# TYPE router_log_rows_dropped_total counter', `router_log_rows_dropped_total ${this.logRowsDropped}`)
+    lines.push('# HELP router_wal_checkpoints_total WAL checkpoints that copied pages, run off the serving thread.', '# TYPE router_wal_checkpoints_total counter', `router_wal_checkpoints_total ${this.walCheckpoints}`)
+    lines.push('# HELP router_wal_checkpoint_pages_total Pages copied from the WAL into the database file.', '# TYPE router_wal_checkpoint_pages_total counter', `router_wal_checkpoint_pages_total ${this.walCheckpointPages}`)
     lines.push('# HELP router_snapshot_builds_total Rebuilds of the in-memory configuration snapshot.', '# TYPE router_snapshot_builds_total counter', `router_snapshot_builds_total ${this.snapshotBuilds()}`)
     const memory = process.memoryUsage()
     lines.push('# HELP process_resident_memory_bytes Resident memory size in bytes.', '# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`)

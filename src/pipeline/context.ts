@@ -2,12 +2,24 @@
 import type { Envelope } from '../errors/render'
 import type { KeyEntry, Snapshot, WorkspaceEntry } from '../storage/snapshot'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
+import { callerAddress } from './authenticate'
 
+/** Response headers by lower-case name: a plain object, handed to `new Response` once at the end. */
+export type ResponseHeaders = Record<string, string>
+
+export type Stage = 'auth' | 'body' | 'plan' | 'upstream'
+
+const round3 = (value: number) => Math.round(value * 1000) / 1000
+
+/**
+ * One request's state. Everything the log row needs is kept as plain fields; the row itself (and
+ * its number formatting) is built when the log queue writes it, not while the request is served.
+ */
 export class RequestContext {
   readonly requestId = crypto.randomUUID()
   readonly startedAt = performance.now()
   readonly createdAt = Date.now()
-  readonly headers = new Headers()
+  readonly headers: ResponseHeaders
   /** The configuration snapshot this request was authenticated against (one per request). */
   snapshot: Snapshot | undefined
   key: KeyEntry | undefined
@@ -17,7 +29,7 @@ export class RequestContext {
   gateway: string | undefined
   providerKeyId: string | undefined
   attempts = 0
-  path: string[] = []
+  path: readonly string[] | undefined
   stream = false
   /** Time spent waiting on upstreams before the response could start, ms. */
   upstreamWaitMs = 0
@@ -26,11 +38,18 @@ export class RequestContext {
   inputTokens: number | undefined
   outputTokens: number | undefined
   requestBody: string | undefined
-  /** Stage timings as a JSON object body, appended by mark() (cheaper than an object + stringify). */
-  private stages = ''
-  private lastMark = this.startedAt
   /** Set when the response headers are ready (overhead = ready - start - upstream wait). */
   readyAt: number | undefined
+  /** End times of the stages (performance.now(); 0 = not reached), written to the log as durations. */
+  private authAt = 0
+  private bodyAt = 0
+  private planAt = 0
+  private upstreamAt = 0
+  /** What the log records about the answer, set once by finish(). */
+  private status = 0
+  private errorCode: string | undefined
+  private finishedAt = 0
+  private captureBodies = false
 
   private resolvedClientIp: string | undefined
   private clientIpResolved = false
@@ -38,26 +57,36 @@ export class RequestContext {
   constructor(
     readonly endpoint: string,
     public envelope: Envelope,
-    /** Resolves the caller address on demand: reading the socket's peer costs a system call. */
-    private readonly resolveClientIp: () => string | undefined,
+    private readonly request: Request,
+    /** Reads the socket's peer address (a system call), only when an allowlist or the log needs it. */
+    private readonly socketAddress: () => string | undefined,
+    private readonly trustProxy: boolean,
   ) {
-    this.headers.set('x-router-request-id', this.requestId)
+    this.headers = { 'x-router-request-id': this.requestId }
   }
 
   /** The caller address (CONTRACT §4 RT_TRUST_PROXY), resolved on first use. */
   get clientIp(): string | undefined {
     if (!this.clientIpResolved) {
       this.clientIpResolved = true
-      this.resolvedClientIp = this.resolveClientIp()
+      this.resolvedClientIp = callerAddress(this.request.headers, this.socketAddress, this.trustProxy)
     }
     return this.resolvedClientIp
   }
 
-  /** Records the time since the previous mark under `stage` (stage timings of the log). */
-  mark(stage: string) {
+  /** Records the end of a stage (stage timings of the log: each stage's time since the previous one). */
+  mark(stage: Stage) {
     const now = performance.now()
-    this.stages += `${this.stages ? ',' : ''}"${stage}":${Math.round((now - this.lastMark) * 1000) / 1000}`
-    this.lastMark = now
+    if (stage === 'auth') this.authAt = now
+    else if (stage === 'body') this.bodyAt = now
+    else if (stage === 'plan') this.planAt = now
+    else this.upstreamAt = now
+  }
+
+  /** The headers of the answer, with X-Router-Attempts as it stands now. */
+  responseHeaders(): ResponseHeaders {
+    this.headers['x-router-attempts'] = String(this.attempts)
+    return this.headers
   }
 
   overheadMs(): number | undefined {
@@ -65,8 +94,31 @@ export class RequestContext {
     return Math.max(0, this.readyAt - this.startedAt - this.upstreamWaitMs)
   }
 
-  logRow(status: number, errorCode: string | undefined, captureBodies: boolean): RequestLogRow {
-    const latency = performance.now() - this.startedAt
+  /** Records the answer for the log row. */
+  finish(status: number, errorCode: string | undefined) {
+    this.status = status
+    this.errorCode = errorCode
+    this.finishedAt = performance.now()
+    this.captureBodies = this.workspace?.captureBodies ?? false
+  }
+
+  private stageTimings(): string {
+    let text = ''
+    let previous = this.startedAt
+    const add = (name: Stage, at: number) => {
+      if (at === 0) return
+      text += `${text ? ',' : ''}"${name}":${round3(at - previous)}`
+      previous = at
+    }
+    add('auth', this.authAt)
+    add('body', this.bodyAt)
+    add('plan', this.planAt)
+    add('upstream', this.upstreamAt)
+    return `{${text}}`
+  }
+
+  /** The request-log row (built by the log queue's flush, off the request path). */
+  logRow(): RequestLogRow {
     const overhead = this.overheadMs()
     return {
       id: this.requestId,
@@ -78,20 +130,20 @@ export class RequestContext {
       providerKeyId: this.providerKeyId ?? null,
       model: this.model ?? null,
       upstreamModel: this.upstreamModel ?? null,
-      status,
-      errorCode: errorCode ?? null,
+      status: this.status,
+      errorCode: this.errorCode ?? null,
       stream: this.stream,
-      latencyMs: Math.round(latency * 1000) / 1000,
-      overheadMs: overhead === undefined ? null : Math.round(overhead * 1000) / 1000,
-      ttfbMs: this.ttfbMs === undefined ? null : Math.round(this.ttfbMs * 1000) / 1000,
+      latencyMs: round3(this.finishedAt - this.startedAt),
+      overheadMs: overhead === undefined ? null : round3(overhead),
+      ttfbMs: this.ttfbMs === undefined ? null : round3(this.ttfbMs),
       attempts: this.attempts,
-      attemptPath: this.path.length ? this.path.join('>') : null,
-      stageTimings: `{${this.stages}}`,
+      attemptPath: this.path && this.path.length ? this.path.join('>') : null,
+      stageTimings: this.stageTimings(),
       inputTokens: this.inputTokens ?? null,
       outputTokens: this.outputTokens ?? null,
       // Logged when it was needed (allowlists); not looked up for the log alone.
       clientIp: this.clientIpResolved ? (this.resolvedClientIp ?? null) : null,
-      requestBody: captureBodies ? (this.requestBody ?? null) : null,
+      requestBody: this.captureBodies ? (this.requestBody ?? null) : null,
     }
   }
 }

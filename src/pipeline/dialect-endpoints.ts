@@ -47,10 +47,10 @@ export const handleCountTokens: EndpointHandler = async (context, request, _rout
   const { value } = await readJsonBody(request)
   const body = validateMessagesBody(value)
   context.model = body.model
-  context.headers.set('x-router-count-tokens', 'estimate')
-  context.headers.set('content-type', 'application/json')
+  context.headers['x-router-count-tokens'] = 'estimate'
+  context.headers['content-type'] = 'application/json'
   const inputTokens = estimateInputTokens(body, steeringOf(context))
-  return finishWith(context, deps, new Response(JSON.stringify({ input_tokens: inputTokens }), { status: 200, headers: context.headers }))
+  return finishWith(context, deps, new Response(JSON.stringify({ input_tokens: inputTokens }), { status: 200, headers: context.responseHeaders() }))
 }
 
 export const handleGenerateContent: EndpointHandler = async (context, request, route, deps) => {

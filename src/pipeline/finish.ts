@@ -8,7 +8,6 @@ import type { InferenceDeps } from './types'
 /** Finishes a request that ends before or without a routed call: log row, metrics, response. */
 export function finishWith(context: RequestContext, deps: InferenceDeps, response: Response, errorCode?: string): Response {
   context.readyAt ??= performance.now()
-  if (!context.headers.has('x-router-attempts')) response.headers.set('x-router-attempts', String(context.attempts))
   logRequest(context, deps, response.status, errorCode)
   return response
 }
@@ -18,7 +17,8 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
   const overhead = context.overheadMs()
   if (overhead !== undefined) deps.metrics.observeAddedLatency(overhead)
   if (!context.key) return
-  deps.logQueue.push(context.logRow(status, errorCode, context.workspace?.captureBodies ?? false))
+  context.finish(status, errorCode)
+  deps.logQueue.push(context)
 }
 
 export function failWith(context: RequestContext, deps: InferenceDeps, error: unknown): Response {
@@ -29,7 +29,6 @@ export function failWith(context: RequestContext, deps: InferenceDeps, error: un
         new RouterError('internal'))
   return finishWith(context, deps, renderError(context, routerError), routerError.code === 'all_targets_failed_402' ? 'all_targets_failed' : routerError.code)
 }
-
 
 /** A run that ended without an answer: a client hang-up (logged 499, nothing sent) or the final error. */
 export function finishFailedRun(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'failed' }>): Response {

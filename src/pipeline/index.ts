@@ -4,7 +4,7 @@
  */
 import { RouterError } from '../errors/router-error'
 import type { Envelope } from '../errors/render'
-import { authenticate, callerAddress, presentedKey } from './authenticate'
+import { authenticate, presentedKey } from './authenticate'
 import { RequestContext } from './context'
 import { handleChatCompletions, handleEmbeddings } from './routed-call'
 import { handleGetModel, handleListModels } from './list-models'
@@ -33,9 +33,9 @@ const handlers: Partial<Record<InferenceEndpoint, EndpointHandler>> = {
 }
 
 export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {
-  const context = new RequestContext(route.endpoint, route.envelope, () => callerAddress(request.headers, socketAddress, deps.config.trustProxy))
+  const context = new RequestContext(route.endpoint, route.envelope, request, socketAddress, deps.config.trustProxy)
   // On /messages the request id is also sent as `request-id`, errors included (SPEC "Common response headers").
-  if (route.envelope === 'messages') context.headers.set('request-id', context.requestId)
+  if (route.envelope === 'messages') context.headers['request-id'] = context.requestId
   try {
     const snapshot = deps.snapshots.current()
     context.snapshot = snapshot
@@ -44,7 +44,7 @@ export async function handleInference(request: Request, route: InferenceRoute, d
     context.key = authenticated.key
     context.workspace = authenticated.workspace
     context.envelope = envelopeForShape(authenticated.key.apiShape)
-    if (authenticated.graceUntil) context.headers.set('x-router-key-grace-until', authenticated.graceUntil)
+    if (authenticated.graceUntil) context.headers['x-router-key-grace-until'] = authenticated.graceUntil
     if (!route.shapes.includes(authenticated.key.apiShape)) {
       throw new RouterError('wrong_api_shape', `This endpoint is not served for keys of shape '${authenticated.key.apiShape}'.`)
     }

@@ -74,14 +74,13 @@ async function mergedCatalog(context: RequestContext, deps: InferenceDeps, signa
     }
   }
   const suppliers = new Set(supplied.filter((listing) => listing.models!.length > 0).map((listing) => listing.provider.gateway.id))
-  context.headers.set('x-router-attempts', String(context.attempts))
-  if (suppliers.size === 1) context.headers.set('x-router-provider', [...suppliers][0]!)
+  if (suppliers.size === 1) context.headers['x-router-provider'] = [...suppliers][0]!
   return merged
 }
 
 function json(context: RequestContext, body: unknown): Response {
-  context.headers.set('content-type', 'application/json')
-  return new Response(JSON.stringify(body), { status: 200, headers: context.headers })
+  context.headers['content-type'] = 'application/json'
+  return new Response(JSON.stringify(body), { status: 200, headers: context.responseHeaders() })
 }
 
 export const handleListModels: EndpointHandler = async (context, request, _route, deps) => {

@@ -13,9 +13,18 @@ export interface JsonBody {
 }
 
 export async function readJsonBody(request: Request, limit = inferenceBodyLimit): Promise<JsonBody> {
-  const declared = Number(request.headers.get('content-length') ?? 0)
-  if (declared > limit) throw new RouterError('request_too_large')
-  const bytes = await request.bytes()
+  return parseJsonBody(await readBodyBytes(request, limit), limit)
+}
+
+/** The body's bytes; refused before reading when the declared length is over `limit`. */
+export function readBodyBytes(request: Request, limit = inferenceBodyLimit): Promise<Uint8Array<ArrayBuffer>> {
+  const declared = request.headers.get('content-length')
+  if (declared !== null && Number(declared) > limit) throw new RouterError('request_too_large')
+  return request.bytes()
+}
+
+/** Parses bytes read by readBodyBytes (refused over `limit`: a chunked body declares no length). */
+export function parseJsonBody(bytes: Uint8Array<ArrayBuffer>, limit = inferenceBodyLimit): JsonBody {
   if (bytes.byteLength > limit) throw new RouterError('request_too_large')
   const text = utf8.decode(bytes)
   try {

@@ -9,19 +9,17 @@ import type { RequestContext } from './context'
 import { failoverHeader } from './run-attempts'
 import type { FailedAttempt } from './classify-failure'
 
+/** X-Router-Provider, X-Router-Failover and the gateway's rate-limit headers (X-Router-Attempts is set with the answer). */
 export function setRoutingHeaders(context: RequestContext, gateway: string | undefined, failures: readonly FailedAttempt[], upstreamHeaders?: Headers) {
-  if (gateway) context.headers.set('x-router-provider', gateway)
-  context.headers.set('x-router-attempts', String(context.attempts))
-  if (failures.length > 0) context.headers.set('x-router-failover', failoverHeader(failures))
+  if (gateway) context.headers['x-router-provider'] = gateway
+  if (failures.length > 0) context.headers['x-router-failover'] = failoverHeader(failures)
   if (upstreamHeaders) copyRateLimitHeaders(upstreamHeaders, context.headers)
 }
 
 export function renderError(context: RequestContext, error: RouterError): Response {
-  if (!context.headers.has('x-router-attempts')) context.headers.set('x-router-attempts', String(context.attempts))
-  return errorResponse(context.envelope, error, context.headers)
+  return errorResponse(context.envelope, error, context.responseHeaders())
 }
 
-const usagePattern = /"(prompt_tokens|input_tokens|completion_tokens|output_tokens)"\s*:\s*(\d+)/g
 const tailDecoder = new TextDecoder()
 const usageKey = Buffer.from('"usage"')
 
@@ -33,17 +31,31 @@ export function usageText(body: ArrayBuffer): string {
   return tailDecoder.decode(bytes.subarray(start, Math.min(bytes.length, start + 400)))
 }
 
+/** The integer after `"name":` at or after `from` (undefined when absent or not a number). */
+function countAfter(text: string, from: number, quotedName: string): number | undefined {
+  const at = text.indexOf(quotedName, from)
+  if (at === -1) return undefined
+  let index = at + quotedName.length
+  let code = text.charCodeAt(index)
+  while (code === 32 || code === 9 || code === 10 || code === 13 || code === 58) code = text.charCodeAt(++index)
+  let value = 0
+  let digits = 0
+  while (code >= 48 && code <= 57) {
+    value = value * 10 + (code - 48)
+    digits++
+    code = text.charCodeAt(++index)
+  }
+  return digits > 0 ? value : undefined
+}
+
 /** Token counts from the tail of a chat body or stream (the last usage object wins). */
 export function readUsage(tail: string, context: RequestContext) {
   const start = tail.lastIndexOf('"usage"')
   if (start === -1) return
-  usagePattern.lastIndex = start
-  let match: RegExpExecArray | null
-  while ((match = usagePattern.exec(tail))) {
-    const value = Number(match[2])
-    if (match[1] === 'prompt_tokens' || match[1] === 'input_tokens') context.inputTokens = value
-    else context.outputTokens = value
-  }
+  const input = countAfter(tail, start, '"prompt_tokens"') ?? countAfter(tail, start, '"input_tokens"')
+  const output = countAfter(tail, start, '"completion_tokens"') ?? countAfter(tail, start, '"output_tokens"')
+  if (input !== undefined) context.inputTokens = input
+  if (output !== undefined) context.outputTokens = output
 }
 
 const encoder = new TextEncoder()

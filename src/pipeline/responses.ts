@@ -150,7 +150,7 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
 
   if (result.kind === 'failed' || result.kind === 'relay') {
     // Failures and relayed upstream errors keep the chat envelope of chat keys.
-    if (result.kind === 'relay') context.headers.set('x-router-responses-mode', isNative(result.step.provider) ? 'native' : 'translated')
+    if (result.kind === 'relay') context.headers['x-router-responses-mode'] = isNative(result.step.provider) ? 'native' : 'translated'
     // A chained turn whose state the gateway does not know: relayed as response_not_found.
     if (chain && result.kind === 'relay' && (result.status === 404 || result.status === 400) && /not\s*found|no response/i.test(result.body)) {
       setRoutingHeaders(context, result.step.gateway, result.failures, result.headers)
@@ -160,8 +160,8 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
       context.gateway = result.step.gateway
       context.providerKeyId = result.step.provider.id
       setRoutingHeaders(context, result.step.gateway, result.failures, result.headers)
-      context.headers.set('content-type', result.headers.get('content-type') ?? 'application/json')
-      return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.headers }), `upstream_${result.status}`)
+      context.headers['content-type'] = result.headers.get('content-type') ?? 'application/json'
+      return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
     }
     return answerChatDialect(context, deps, result)
   }
@@ -169,7 +169,7 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
   const provider = result.step.provider
   const createdAt = Math.floor(Date.now() / 1000)
   if (!isNative(provider)) {
-    context.headers.set('x-router-responses-mode', 'translated')
+    context.headers['x-router-responses-mode'] = 'translated'
     const shell: ResponseShell = {
       id: issueResponseId({ providerKeyId: provider.id, keyId: key.id, createdAt, upstreamId: '' }, deps.sign),
       model,
@@ -182,13 +182,13 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
     })
   }
 
-  context.headers.set('x-router-responses-mode', 'native')
+  context.headers['x-router-responses-mode'] = 'native'
   recordServingAttempt(context, result)
   const ourId = (upstreamId: string) => issueResponseId({ providerKeyId: provider.id, keyId: key.id, createdAt, upstreamId }, deps.sign)
   if (context.stream && result.response.body) {
-    context.headers.set('content-type', 'text/event-stream; charset=utf-8')
-    context.headers.set('cache-control', 'no-cache')
-    return new Response(nativeStream(context, deps, result, ourId), { status: 200, headers: context.headers })
+    context.headers['content-type'] = 'text/event-stream; charset=utf-8'
+    context.headers['cache-control'] = 'no-cache'
+    return new Response(nativeStream(context, deps, result, ourId), { status: 200, headers: context.responseHeaders() })
   }
   let parsed: Json
   try {
@@ -202,8 +202,8 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
     context.inputTokens = Number(parsed.usage.input_tokens) || 0
     context.outputTokens = Number(parsed.usage.output_tokens) || 0
   }
-  context.headers.set('content-type', 'application/json')
-  return finishWith(context, deps, new Response(JSON.stringify(rewriteResponse(parsed, ourId(String(parsed.id ?? '')))), { status: 200, headers: context.headers }))
+  context.headers['content-type'] = 'application/json'
+  return finishWith(context, deps, new Response(JSON.stringify(rewriteResponse(parsed, ourId(String(parsed.id ?? '')))), { status: 200, headers: context.responseHeaders() }))
 }
 
 export const handleRetrieveResponse: EndpointHandler = async (context, request, route, deps) => {
@@ -227,8 +227,8 @@ export const handleRetrieveResponse: EndpointHandler = async (context, request, 
   }
   context.upstreamWaitMs += performance.now() - started
   setRoutingHeaders(context, provider.gateway.id, [], upstream.headers)
-  context.headers.set('content-type', 'application/json')
-  if (!upstream.ok) return finishWith(context, deps, new Response(text, { status: upstream.status, headers: context.headers }), `upstream_${upstream.status}`)
+  context.headers['content-type'] = 'application/json'
+  if (!upstream.ok) return finishWith(context, deps, new Response(text, { status: upstream.status, headers: context.responseHeaders() }), `upstream_${upstream.status}`)
   let parsed: Json
   try {
     parsed = JSON.parse(text) as Json
@@ -237,5 +237,5 @@ export const handleRetrieveResponse: EndpointHandler = async (context, request, 
     throw new RouterError('upstream_unreadable', `The gateway ${provider.gateway.id} answered with something that is not a Response object.`)
   }
   const id = issueResponseId({ ...claims }, deps.sign)
-  return finishWith(context, deps, new Response(JSON.stringify(rewriteResponse(parsed, id)), { status: 200, headers: context.headers }))
+  return finishWith(context, deps, new Response(JSON.stringify(rewriteResponse(parsed, id)), { status: 200, headers: context.responseHeaders() }))
 }

@@ -8,10 +8,10 @@ import { chatViaResponses } from '../gateways/responses-only'
 import type { RequestContext } from './context'
 import { finishFailedRun, finishWith, recordServingAttempt, trackStream } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
-import { isPlanCacheable, planRoute, type Operation, type PlanInput, type PlannedAttempt, type RoutePlan } from './plan-route'
-import type { KeyEntry, Snapshot } from '../storage/snapshot'
+import { isPlanCacheable, planRoute, type Operation, type PlannedAttempt, type RoutePlan } from './plan-route'
+import type { KeyEntry } from '../storage/snapshot'
 import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
-import { isObject, readJsonBody } from './read-body'
+import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
 import { readUsage, relayChatStream, usageText } from './respond'
 import { runAttempts, type RunResult } from './run-attempts'
 
@@ -47,24 +47,46 @@ export function sameBody(suffix: string, body: Record<string, unknown>, raw?: Ui
 const planCacheLifetimeMs = 60_000
 const planCacheLimit = 10_000
 
-/** planRoute, memoized per snapshot when the plan cannot vary between requests. */
-function cachedPlan(snapshot: Snapshot, key: KeyEntry, input: RoutedCallInput, makeInput: () => PlanInput): RoutePlan {
-  if (input.pinnedProviderKeyId || !isPlanCacheable(key.rule, input.model)) return planRoute(makeInput())
-  const cacheKey = `${key.id}\u0000${input.operation}\u0000${input.model}`
-  const cached = snapshot.planCache.get(cacheKey)
+interface PlanCacheEntry {
+  /** undefined: this key's plan for this model is not deterministic (split, or a remap applies). */
+  plan: RoutePlan | undefined
+  at: number
+}
+
+const nowMs = () => performance.now()
+
+/**
+ * planRoute, memoized per snapshot when the plan cannot vary between requests. Entries are keyed by
+ * the key entry, then by operation and model; a model whose plan is not deterministic is remembered
+ * as such, so the check is not repeated on every request.
+ */
+function cachedPlan(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): RoutePlan {
+  if (input.pinnedProviderKeyId) return planFor(context, deps, input)
+  const snapshot = context.snapshot!
+  const key = context.key!
+  const cache = snapshot.planCache as Map<KeyEntry, Map<string, PlanCacheEntry>>
+  let plans = cache.get(key)
+  const entryKey = input.operation === 'chat' ? input.model : `${input.operation}\u0000${input.model}`
+  const cached = plans?.get(entryKey)
   const now = Date.now()
-  if (cached && now - cached.at < planCacheLifetimeMs) return cached.plan as RoutePlan
-  const plan = planRoute(makeInput())
-  if (snapshot.planCache.size >= planCacheLimit) snapshot.planCache.clear()
-  snapshot.planCache.set(cacheKey, { plan, at: now })
+  if (cached && now - cached.at < planCacheLifetimeMs) return cached.plan ?? planFor(context, deps, input)
+  const cacheable = isPlanCacheable(key.rule, input.model)
+  const plan = planFor(context, deps, input)
+  if (snapshot.planCacheSize >= planCacheLimit) {
+    cache.clear()
+    snapshot.planCacheSize = 0
+    plans = undefined
+  }
+  if (!plans) cache.set(key, (plans = new Map()))
+  if (!cached) snapshot.planCacheSize++
+  plans.set(entryKey, { plan: cacheable ? plan : undefined, at: now })
   return plan
 }
 
-/** Plans and runs the attempts of one routed call (shared by every dialect that pivots on chat). */
-export async function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
-  const snapshot = context.snapshot ?? deps.snapshots.current()
+function planFor(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): RoutePlan {
+  const snapshot = context.snapshot!
   const key = context.key!
-  const makeInput = (): PlanInput => ({
+  return planRoute({
     rule: key.rule,
     keyFailoverTtfbMs: key.failoverTtfbMs,
     keyUpstreamTimeoutMs: key.upstreamTimeoutMs,
@@ -78,33 +100,33 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
     random: deps.random,
     pinnedProviderKeyId: input.pinnedProviderKeyId,
   })
-  const plan = cachedPlan(snapshot, key, input, makeInput)
+}
+
+/** Plans and runs the attempts of one routed call (shared by every dialect that pivots on chat). */
+export function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
+  context.snapshot ??= deps.snapshots.current()
+  const plan = cachedPlan(context, deps, input)
   context.mark('plan')
   const forwarded = forwardedHeaders(input.incomingHeaders)
   const accept = input.stream ? 'text/event-stream' : 'application/json'
-  const deadlineAt = context.startedAt + deps.config.deadlineMs
-  const result = await runAttempts(
+  const run = runAttempts(
     plan.steps,
     {
       stream: input.stream,
       send(step: PlannedAttempt, signal: AbortSignal) {
         const call = input.requestFor(step)
-        const post = (suffix: string, body: Record<string, unknown>, raw?: Uint8Array<ArrayBuffer>) =>
-          deps.fetch(upstreamUrl(step.provider, suffix), {
-            method: 'POST',
-            headers: forwarded.length ? upstreamHeaders(step.provider, forwarded, true, accept) : step.provider.postHeaders[input.stream ? 'stream' : 'json'],
-            body: raw ?? JSON.stringify(omitParameters(body, step.provider)),
-            signal,
-          })
+        const headers = forwarded.length ? upstreamHeaders(step.provider, forwarded, true, accept) : step.provider.postHeaders[input.stream ? 'stream' : 'json']
         // The responses-only gateway kind is called on /responses and answers as chat.
-        if (call.suffix === '/chat/completions' && step.provider.gateway.capabilities.responses === 'only') return chatViaResponses(post, call.body)
-        return post(call.suffix, call.body, call.raw)
+        if (call.suffix === '/chat/completions' && step.provider.gateway.capabilities.responses === 'only') {
+          return chatViaResponses((suffix, body) => deps.fetch(upstreamUrl(step.provider, suffix), { method: 'POST', headers, body: JSON.stringify(omitParameters(body, step.provider)), signal }), call.body)
+        }
+        return deps.fetch(upstreamUrl(step.provider, call.suffix), { method: 'POST', headers, body: call.raw ?? JSON.stringify(omitParameters(call.body, step.provider)), signal })
       },
     },
     {
-      deadlineAt,
+      deadlineAt: context.startedAt + deps.config.deadlineMs,
       clientSignal: input.clientSignal,
-      now: () => performance.now(),
+      now: nowMs,
       onAttempt(gateway, outcome, upstreamMs) {
         context.upstreamWaitMs += upstreamMs
         deps.metrics.countAttempt(gateway, outcome)
@@ -112,11 +134,13 @@ export async function runRoutedCall(context: RequestContext, deps: InferenceDeps
       },
     },
   )
-  context.attempts = result.attempts
-  context.path = result.path
-  for (const failure of result.failures) deps.metrics.countFailover(failure.gateway, failure.reason)
-  context.mark('upstream')
-  return result
+  return run.then((result) => {
+    context.attempts = result.attempts
+    context.path = result.path
+    for (const failure of result.failures) deps.metrics.countFailover(failure.gateway, failure.reason)
+    context.mark('upstream')
+    return result
+  })
 }
 
 /** Answers a finished run in the chat dialect: relayed bytes, a piped stream, or an error. */
@@ -124,15 +148,15 @@ export function answerChatDialect(context: RequestContext, deps: InferenceDeps, 
   if (result.kind === 'failed') return finishFailedRun(context, deps, result)
   recordServingAttempt(context, result)
   if (result.kind === 'relay') {
-    context.headers.set('content-type', result.headers.get('content-type') ?? 'application/json')
-    return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.headers }), `upstream_${result.status}`)
+    context.headers['content-type'] = result.headers.get('content-type') ?? 'application/json'
+    return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
   }
   const upstream = result.response
-  context.headers.set('content-type', upstream.headers.get('content-type') ?? (context.stream ? 'text/event-stream' : 'application/json'))
+  context.headers['content-type'] = upstream.headers.get('content-type') ?? (context.stream ? 'text/event-stream' : 'application/json')
   if (!context.stream || !upstream.body) {
     const body = result.body ?? new ArrayBuffer(0)
     readUsage(usageText(body), context)
-    return finishWith(context, deps, new Response(body, { status: upstream.status, headers: context.headers }))
+    return finishWith(context, deps, new Response(body, { status: upstream.status, headers: context.responseHeaders() }))
   }
   const ended = trackStream(context, deps)
   const piped = relayChatStream(upstream.body, result.controller, (end) => {
@@ -140,12 +164,12 @@ export function answerChatDialect(context: RequestContext, deps: InferenceDeps, 
     if (end.clientClosed) ended(499, 'client_closed')
     else ended(upstream.status, end.complete ? undefined : 'stream_aborted')
   })
-  context.headers.set('cache-control', 'no-cache')
-  return new Response(piped, { status: upstream.status, headers: context.headers })
+  context.headers['cache-control'] = 'no-cache'
+  return new Response(piped, { status: upstream.status, headers: context.responseHeaders() })
 }
 
 export const handleChatCompletions: EndpointHandler = async (context, request, _route, deps) => {
-  const { bytes, text, value } = await readJsonBody(request)
+  const { bytes, text, value } = parseJsonBody(await readBodyBytes(request))
   const body = validateChatBody(value)
   context.requestBody = text
   context.model = body.model

@@ -44,107 +44,113 @@ export type RunResult =
 
 type AbortReason = 'ttfb-timeout' | 'timeout' | 'deadline' | 'client-closed'
 
+const noFailures: readonly FailedAttempt[] = Object.freeze([])
+
+function abortAttempt(controller: AbortController, reason: AbortReason) {
+  controller.abort(reason)
+}
+
+/**
+ * One async function for the whole run (each nested async layer costs a promise and a microtask on
+ * every request). Timers get their arguments instead of a closure.
+ */
 export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec, options: RunOptions): Promise<RunResult> {
   // One hang-up listener for the whole run: it aborts whichever attempt is in flight. After the
   // run, a piped stream notices a hang-up through its own cancel().
+  const clientSignal = options.clientSignal
   let current: AbortController | undefined
   const onClientAbort = () => current?.abort('client-closed')
-  options.clientSignal?.addEventListener('abort', onClientAbort)
-  try {
-    return await runSteps(steps, spec, options, (controller) => (current = controller))
-  } finally {
-    options.clientSignal?.removeEventListener('abort', onClientAbort)
-  }
-}
-
-async function runSteps(
-  steps: readonly PlanStep[],
-  spec: AttemptSpec,
-  options: RunOptions,
-  setCurrent: (controller: AbortController) => void,
-): Promise<RunResult> {
-  const failures: FailedAttempt[] = []
+  clientSignal?.addEventListener('abort', onClientAbort)
+  let failures = noFailures as FailedAttempt[]
   const path: string[] = []
   let attempts = 0
-  const lastAttemptIndex = steps.findLastIndex((step) => step.kind === 'attempt')
+  let lastAttemptIndex = steps.length - 1
+  while (lastAttemptIndex >= 0 && steps[lastAttemptIndex]!.kind !== 'attempt') lastAttemptIndex--
+  const fail = (failure: FailedAttempt) => {
+    if (failures === noFailures) failures = []
+    failures.push(failure)
+    path.push(`${failure.gateway}:${failure.reason}`)
+  }
 
-  for (let index = 0; index < steps.length; index++) {
-    const step = steps[index]!
-    if (step.kind === 'skip') {
-      failures.push({ gateway: step.gateway, outcome: { kind: 'skipped' }, reason: step.reason })
-      path.push(`${step.gateway}:${step.reason}`)
-      continue
-    }
-    if (options.clientSignal?.aborted) {
-      return { kind: 'failed', error: new RouterError('internal', 'client closed'), clientClosed: true, failures, attempts, path }
-    }
-    const remaining = options.deadlineAt - options.now()
-    if (remaining <= 0) {
-      failures.push({ gateway: step.gateway, outcome: { kind: 'deadline' }, reason: 'deadline' })
-      path.push(`${step.gateway}:deadline`)
-      return { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path }
-    }
+  try {
+    for (let index = 0; index < steps.length; index++) {
+      const step = steps[index]!
+      if (step.kind === 'skip') {
+        fail({ gateway: step.gateway, outcome: { kind: 'skipped' }, reason: step.reason })
+        continue
+      }
+      if (clientSignal?.aborted) {
+        return { kind: 'failed', error: new RouterError('internal', 'client closed'), clientClosed: true, failures, attempts, path }
+      }
+      const remaining = options.deadlineAt - options.now()
+      if (remaining <= 0) {
+        fail({ gateway: step.gateway, outcome: { kind: 'deadline' }, reason: 'deadline' })
+        return { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path }
+      }
 
-    // Streams with another attempt after this one fail over on the first-byte timeout; everything
-    // else runs on the upstream timeout. Each timer is cut to the time the deadline leaves.
-    const failoverApplies = spec.stream && index < lastAttemptIndex
-    const ownTimeout = failoverApplies ? step.failoverTimeoutMs : step.upstreamTimeoutMs
-    const timerReason: AbortReason = ownTimeout <= remaining ? (failoverApplies ? 'ttfb-timeout' : 'timeout') : 'deadline'
-    const controller = new AbortController()
-    setCurrent(controller)
-    const timer = setTimeout(() => controller.abort(timerReason), Math.min(ownTimeout, remaining))
-    const release = () => clearTimeout(timer)
+      // Streams with another attempt after this one fail over on the first-byte timeout; everything
+      // else runs on the upstream timeout. Each timer is cut to the time the deadline leaves.
+      const failoverApplies = spec.stream && index < lastAttemptIndex
+      const ownTimeout = failoverApplies ? step.failoverTimeoutMs : step.upstreamTimeoutMs
+      const timerReason: AbortReason = ownTimeout <= remaining ? (failoverApplies ? 'ttfb-timeout' : 'timeout') : 'deadline'
+      const controller = new AbortController()
+      current = controller
+      const timer = setTimeout(abortAttempt, ownTimeout <= remaining ? ownTimeout : remaining, controller, timerReason)
 
-    attempts++
-    const startedAt = options.now()
-    let outcome: AttemptOutcome
-    let responseHeaders: Headers | undefined
-    try {
-      const response = await spec.send(step, controller.signal)
-      const headersAt = options.now()
-      responseHeaders = response.headers
-      if (response.status >= 200 && response.status < 300) {
-        if (spec.stream) {
+      attempts++
+      const startedAt = options.now()
+      let outcome: AttemptOutcome
+      let responseHeaders: Headers | undefined
+      try {
+        const response = await spec.send(step, controller.signal)
+        const headersAt = options.now()
+        responseHeaders = response.headers
+        if (response.status >= 200 && response.status < 300) {
+          if (spec.stream) {
+            clearTimeout(timer)
+            options.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
+            path.push(`${step.gateway}:ok`)
+            return { kind: 'success', step, response, body: undefined, controller, startedAt, headersAt, failures, attempts, path }
+          }
+          // The body is read under the attempt's timer (a stalled body is a timeout like a stalled head).
+          if (controller.signal.aborted) throw new Error('aborted')
+          const body = await response.arrayBuffer()
           clearTimeout(timer)
           options.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
           path.push(`${step.gateway}:ok`)
-          return { kind: 'success', step, response, body: undefined, controller, startedAt, headersAt, failures, attempts, path }
+          return { kind: 'success', step, response, body, controller, startedAt, headersAt: options.now(), failures, attempts, path }
         }
-        const body = await readUnderTimer(response, controller)
-        release()
-        options.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
-        path.push(`${step.gateway}:ok`)
-        return { kind: 'success', step, response, body, controller, startedAt, headersAt: options.now(), failures, attempts, path }
+        if (controller.signal.aborted) throw new Error('aborted')
+        const text = await response.text()
+        clearTimeout(timer)
+        outcome = { kind: 'status', status: response.status, body: text }
+        const verdict = classify(outcome)
+        options.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt)
+        if (!verdict.retryable) {
+          path.push(`${step.gateway}:${verdict.reason}`)
+          return { kind: 'relay', step, status: response.status, body: text, headers: response.headers, startedAt, headersAt, failures, attempts, path }
+        }
+      } catch (error) {
+        clearTimeout(timer)
+        // A request that cannot be built for this target (bad client input) is the client's error.
+        if (error instanceof RouterError) return { kind: 'failed', error, clientClosed: false, failures, attempts: attempts - 1, path }
+        const reason = controller.signal.aborted ? (controller.signal.reason as AbortReason) : undefined
+        outcome =
+          reason === 'client-closed' || reason === 'ttfb-timeout' || reason === 'timeout' || reason === 'deadline'
+            ? { kind: reason }
+            : responseHeaders
+              ? { kind: 'unreadable' }
+              : { kind: 'unreachable' }
+        options.onAttempt?.(step.gateway, outcome.kind, options.now() - startedAt)
       }
-      const text = await readTextUnderTimer(response, controller)
-      release()
-      outcome = { kind: 'status', status: response.status, body: text }
-      const verdict = classify(outcome)
-      options.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt)
-      if (!verdict.retryable) {
-        path.push(`${step.gateway}:${verdict.reason}`)
-        return { kind: 'relay', step, status: response.status, body: text, headers: response.headers, startedAt, headersAt, failures, attempts, path }
+      fail({ gateway: step.gateway, outcome, reason: classify(outcome).reason, headers: responseHeaders })
+      if (outcome.kind === 'client-closed') {
+        return { kind: 'failed', error: new RouterError('internal', 'client closed'), clientClosed: true, failures, attempts, path }
       }
-    } catch (error) {
-      release()
-      // A request that cannot be built for this target (bad client input) is the client's error.
-      if (error instanceof RouterError) return { kind: 'failed', error, clientClosed: false, failures, attempts: attempts - 1, path }
-      const reason = controller.signal.aborted ? (controller.signal.reason as AbortReason) : undefined
-      outcome =
-        reason === 'client-closed' || reason === 'ttfb-timeout' || reason === 'timeout' || reason === 'deadline'
-          ? { kind: reason }
-          : responseHeaders
-            ? { kind: 'unreadable' }
-            : { kind: 'unreachable' }
-      options.onAttempt?.(step.gateway, outcome.kind, options.now() - startedAt)
+      if (outcome.kind === 'deadline') return { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path }
     }
-    const verdict = classify(outcome)
-    failures.push({ gateway: step.gateway, outcome, reason: verdict.reason, headers: responseHeaders })
-    path.push(`${step.gateway}:${verdict.reason}`)
-    if (outcome.kind === 'client-closed') {
-      return { kind: 'failed', error: new RouterError('internal', 'client closed'), clientClosed: true, failures, attempts, path }
-    }
-    if (outcome.kind === 'deadline') return { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path }
+  } finally {
+    clientSignal?.removeEventListener('abort', onClientAbort)
   }
   const called = failures.filter((failure) => failure.outcome.kind !== 'skipped')
   return { kind: 'failed', error: finalError(called.length ? called : failures), clientClosed: false, failures, attempts, path }
@@ -157,14 +163,4 @@ function deadlineError(failures: FailedAttempt[]): RouterError {
 /** `gateway:reason` per losing attempt, comma-separated (X-Router-Failover). */
 export function failoverHeader(failures: readonly FailedAttempt[]): string {
   return failures.map((failure) => `${failure.gateway}:${failure.reason}`).join(',')
-}
-
-async function readUnderTimer(response: Response, controller: AbortController): Promise<ArrayBuffer> {
-  if (controller.signal.aborted) throw new Error('aborted')
-  return response.arrayBuffer()
-}
-
-async function readTextUnderTimer(response: Response, controller: AbortController): Promise<string> {
-  if (controller.signal.aborted) throw new Error('aborted')
-  return response.text()
 }

@@ -55,8 +55,8 @@ export function answerTranslated(context: RequestContext, deps: InferenceDeps, r
   recordServingAttempt(context, result)
   if (result.kind === 'relay') {
     const message = upstreamMessage(result.body) ?? `The gateway answered HTTP ${result.status}.`
-    context.headers.set('content-type', 'application/json')
-    return finishWith(context, deps, new Response(JSON.stringify(upstreamErrorBody(context.envelope, result.status, message)), { status: result.status, headers: context.headers }), `upstream_${result.status}`)
+    context.headers['content-type'] = 'application/json'
+    return finishWith(context, deps, new Response(JSON.stringify(upstreamErrorBody(context.envelope, result.status, message)), { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
   }
   const upstream = result.response
   if (!context.stream || !upstream.body) {
@@ -77,8 +77,8 @@ export function answerTranslated(context: RequestContext, deps: InferenceDeps, r
       const reason = error instanceof UntranslatableReply || error instanceof SyntaxError ? `: ${error.message}` : '.'
       return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} could not be translated${reason}`))
     }
-    context.headers.set('content-type', 'application/json')
-    return finishWith(context, deps, new Response(JSON.stringify(translated), { status: 200, headers: context.headers }))
+    context.headers['content-type'] = 'application/json'
+    return finishWith(context, deps, new Response(JSON.stringify(translated), { status: 200, headers: context.responseHeaders() }))
   }
   const end = trackStream(context, deps)
   const body = breakSafe(upstream.body, () => {
@@ -88,7 +88,7 @@ export function answerTranslated(context: RequestContext, deps: InferenceDeps, r
     .pipeThrough((translation.decode ?? decodeChatStream)())
     .pipeThrough(tapParts(context, (outcome) => end(200, outcome === 'complete' ? undefined : 'stream_aborted')))
     .pipeThrough(translation.encode())
-  context.headers.set('content-type', 'text/event-stream; charset=utf-8')
-  context.headers.set('cache-control', 'no-cache')
-  return new Response(body, { status: 200, headers: context.headers })
+  context.headers['content-type'] = 'text/event-stream; charset=utf-8'
+  context.headers['cache-control'] = 'no-cache'
+  return new Response(body, { status: 200, headers: context.responseHeaders() })
 }

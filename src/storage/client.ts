@@ -18,7 +18,23 @@ export interface Storage {
   /** The configuration write counter (bumped by every configuration write, in any process). */
   configVersion(): number
   bumpConfigVersion(): void
+  /**
+   * Moves WAL checkpoints to a worker thread: this connection stops checkpointing on commit (a
+   * checkpoint copies megabytes and would stall every request in flight for milliseconds).
+   */
+  startBackgroundCheckpoints(options: BackgroundCheckpointOptions): Promise<BackgroundCheckpoints>
   close(): void
+}
+
+export interface BackgroundCheckpointOptions {
+  intervalMs?: number
+  onCheckpoint?(pages: number): void
+  onError?(message: string): void
+}
+
+export interface BackgroundCheckpoints {
+  /** Runs a last checkpoint, closes the worker's connection and ends the thread. */
+  stop(): Promise<void>
 }
 
 export function openStorage(path: string, options: { migrate?: boolean } = {}): Storage {
@@ -40,6 +56,38 @@ export function openStorage(path: string, options: { migrate?: boolean } = {}): 
     dataVersion: () => versionQuery.get()!.data_version,
     configVersion: () => configQuery.get()?.version ?? 0,
     bumpConfigVersion: () => void bump.run(),
+    startBackgroundCheckpoints: (options) => startCheckpointWorker(sqlite, path, options),
     close: () => sqlite.close(),
+  }
+}
+
+async function startCheckpointWorker(sqlite: Database, path: string, options: BackgroundCheckpointOptions): Promise<BackgroundCheckpoints> {
+  // An in-memory database has no WAL: nothing to move.
+  if (path === ':memory:') return { stop: async () => {} }
+  const worker = new Worker(new URL('./checkpoint-worker.ts', import.meta.url).href)
+  const waiting = new Map<string, () => void>()
+  worker.onmessage = (event: MessageEvent<{ type: string; pages?: number; error?: string }>) => {
+    const message = event.data
+    if (message.type === 'checkpointed') options.onCheckpoint?.(message.pages ?? 0)
+    else if (message.type === 'failed') options.onError?.(message.error ?? 'checkpoint failed')
+    waiting.get(message.type)?.()
+  }
+  const reply = (type: string) => new Promise<void>((resolve) => waiting.set(type, resolve))
+  const started = reply('started')
+  worker.postMessage({ type: 'start', path, intervalMs: options.intervalMs ?? 250 })
+  await started
+  sqlite.exec('PRAGMA wal_autocheckpoint = 0')
+  let stopped: Promise<void> | undefined
+  return {
+    stop() {
+      stopped ??= (async () => {
+        sqlite.exec('PRAGMA wal_autocheckpoint = 1000')
+        const done = reply('stopped')
+        worker.postMessage({ type: 'stop' })
+        await done
+        worker.terminate()
+      })()
+      return stopped
+    },
   }
 }

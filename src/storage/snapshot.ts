@@ -57,8 +57,9 @@ export interface Snapshot {
   budgets: Map<string, number>
   /** Verified tokens of this snapshot: token → key and whether it was the rotated-out secret. */
   tokenCache: Map<string, { key: KeyEntry; previous: boolean }>
-  /** Deterministic route plans of this snapshot (see plan-route's isPlanCacheable), with their time. */
-  planCache: Map<string, { plan: unknown; at: number }>
+  /** Route plans of this snapshot by key entry, then operation and model (see routed-call's cachedPlan). */
+  planCache: Map<KeyEntry, Map<string, unknown>>
+  planCacheSize: number
 }
 
 function authHeaders(gateway: GatewayDefinition, secret: string, accept: string): Record<string, string> {
@@ -159,7 +160,7 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
     }
     const budgets = new Map<string, number>()
     for (const row of repositories.gatewayCatalogs.listBudgets()) budgets.set(row.gateway, row.ttfbBudgetMs)
-    return { keysByPrefix, workspaces, providers, gatewayEnabled, catalogs, budgets, tokenCache: new Map(), planCache: new Map() }
+    return { keysByPrefix, workspaces, providers, gatewayEnabled, catalogs, budgets, tokenCache: new Map(), planCache: new Map(), planCacheSize: 0 }
   }
 
   let checkedAt = 0

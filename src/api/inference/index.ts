@@ -6,8 +6,8 @@ import { resolveInferenceRoute } from './routes'
 
 function notServed(pathname: string, envelope: Envelope): Response {
   const requestId = crypto.randomUUID()
-  const headers = new Headers({ 'x-router-request-id': requestId, 'x-router-attempts': '0' })
-  if (envelope === 'messages') headers.set('request-id', requestId)
+  const headers: Record<string, string> = { 'x-router-request-id': requestId, 'x-router-attempts': '0' }
+  if (envelope === 'messages') headers['request-id'] = requestId
   return errorResponse(envelope, new RouterError('not_found', `The path ${pathname} is not served.`), headers)
 }
 
@@ -18,12 +18,11 @@ export async function handleProxyRequest(request: Request, deps: InferenceDeps, 
     // The pipeline answers its own errors; this is the last guard so nothing leaves without the
     // router headers and a JSON envelope.
     deps.logger.error('proxy_request_failed', { error: error instanceof Error ? error.message : String(error) })
-    const headers = new Headers({ 'x-router-request-id': crypto.randomUUID(), 'x-router-attempts': '0' })
-    return errorResponse('chat', new RouterError('internal'), headers)
+    return errorResponse('chat', new RouterError('internal'), { 'x-router-request-id': crypto.randomUUID(), 'x-router-attempts': '0' })
   }
 }
 
-async function routeProxyRequest(request: Request, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {
+function routeProxyRequest(request: Request, deps: InferenceDeps, socketAddress: () => string | undefined): Response | Promise<Response> {
   const url = request.url
   const pathStart = url.indexOf('/', url.indexOf('//') + 2)
   const queryStart = url.indexOf('?', pathStart)

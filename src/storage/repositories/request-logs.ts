@@ -12,39 +12,52 @@ export interface UsageFilter {
 }
 
 export function createRequestLogRepository(db: Db) {
-  // The log flush is the one write on the request path's timer: a prepared statement per row in one
-  // transaction costs a few microseconds a row, where the query builder costs tens.
-  const insertRow = db.$client.prepare(
-    `insert into request_logs (id, workspace_id, key_id, created_at, endpoint, gateway, provider_key_id, model, upstream_model,
+  // The log flush is the one write on the request path's timer. Rows go in as multi-row INSERTs of
+  // `rowsPerStatement` rows (one statement step per group instead of per row), the rest one by one;
+  // both are prepared once. The query builder would cost tens of microseconds a row.
+  const columns = `id, workspace_id, key_id, created_at, endpoint, gateway, provider_key_id, model, upstream_model,
       status, error_code, stream, latency_ms, overhead_ms, ttfb_ms, attempts, attempt_path, stage_timings, input_tokens,
-      output_tokens, client_ip, request_body) values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  )
+      output_tokens, client_ip, request_body`
+  const columnCount = 22
+  const rowsPerStatement = 32
+  const placeholders = `(${new Array(columnCount).fill('?').join(', ')})`
+  const insertOne = db.$client.prepare(`insert into request_logs (${columns}) values ${placeholders}`)
+  const insertGroup = db.$client.prepare(`insert into request_logs (${columns}) values ${new Array(rowsPerStatement).fill(placeholders).join(', ')}`)
+  const groupParameters: (string | number | null)[] = new Array(rowsPerStatement * columnCount)
+  const setParameters = (target: (string | number | null)[], offset: number, row: RequestLogRow) => {
+    target[offset] = row.id
+    target[offset + 1] = row.workspaceId
+    target[offset + 2] = row.keyId ?? null
+    target[offset + 3] = row.createdAt
+    target[offset + 4] = row.endpoint
+    target[offset + 5] = row.gateway ?? null
+    target[offset + 6] = row.providerKeyId ?? null
+    target[offset + 7] = row.model ?? null
+    target[offset + 8] = row.upstreamModel ?? null
+    target[offset + 9] = row.status
+    target[offset + 10] = row.errorCode ?? null
+    target[offset + 11] = row.stream ? 1 : 0
+    target[offset + 12] = row.latencyMs
+    target[offset + 13] = row.overheadMs ?? null
+    target[offset + 14] = row.ttfbMs ?? null
+    target[offset + 15] = row.attempts ?? 0
+    target[offset + 16] = row.attemptPath ?? null
+    target[offset + 17] = row.stageTimings ?? null
+    target[offset + 18] = row.inputTokens ?? null
+    target[offset + 19] = row.outputTokens ?? null
+    target[offset + 20] = row.clientIp ?? null
+    target[offset + 21] = row.requestBody ?? null
+  }
+  const oneParameters: (string | number | null)[] = new Array(columnCount)
   const insertBatch = db.$client.transaction((rows: RequestLogRow[]) => {
-    for (const row of rows) {
-      insertRow.run(
-        row.id,
-        row.workspaceId,
-        row.keyId ?? null,
-        row.createdAt,
-        row.endpoint,
-        row.gateway ?? null,
-        row.providerKeyId ?? null,
-        row.model ?? null,
-        row.upstreamModel ?? null,
-        row.status,
-        row.errorCode ?? null,
-        row.stream ? 1 : 0,
-        row.latencyMs,
-        row.overheadMs ?? null,
-        row.ttfbMs ?? null,
-        row.attempts ?? 0,
-        row.attemptPath ?? null,
-        row.stageTimings ?? null,
-        row.inputTokens ?? null,
-        row.outputTokens ?? null,
-        row.clientIp ?? null,
-        row.requestBody ?? null,
-      )
+    let index = 0
+    for (; index + rowsPerStatement <= rows.length; index += rowsPerStatement) {
+      for (let row = 0; row < rowsPerStatement; row++) setParameters(groupParameters, row * columnCount, rows[index + row]!)
+      insertGroup.run(...groupParameters)
+    }
+    for (; index < rows.length; index++) {
+      setParameters(oneParameters, 0, rows[index]!)
+      insertOne.run(...oneParameters)
     }
   })
 
