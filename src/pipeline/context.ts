@@ -9,6 +9,9 @@ export type ResponseHeaders = Record<string, string>
 
 export type Stage = 'auth' | 'body' | 'plan' | 'upstream'
 
+/** The headers of a finished request (its answer has been built). */
+const finishedHeaders: ResponseHeaders = Object.freeze({}) as ResponseHeaders
+
 const round3 = (value: number) => Math.round(value * 1000) / 1000
 
 /**
@@ -19,7 +22,7 @@ export class RequestContext {
   readonly requestId = crypto.randomUUID()
   readonly startedAt = performance.now()
   readonly createdAt = Date.now()
-  readonly headers: ResponseHeaders
+  headers: ResponseHeaders
   /** The configuration snapshot this request was authenticated against (one per request). */
   snapshot: Snapshot | undefined
   key: KeyEntry | undefined
@@ -57,9 +60,9 @@ export class RequestContext {
   constructor(
     readonly endpoint: string,
     public envelope: Envelope,
-    private readonly request: Request,
+    private request: Request | undefined,
     /** Reads the socket's peer address (a system call), only when an allowlist or the log needs it. */
-    private readonly socketAddress: () => string | undefined,
+    private socketAddress: (() => string | undefined) | undefined,
     private readonly trustProxy: boolean,
   ) {
     this.headers = { 'x-router-request-id': this.requestId }
@@ -69,7 +72,7 @@ export class RequestContext {
   get clientIp(): string | undefined {
     if (!this.clientIpResolved) {
       this.clientIpResolved = true
-      this.resolvedClientIp = callerAddress(this.request.headers, this.socketAddress, this.trustProxy)
+      this.resolvedClientIp = this.request && this.socketAddress ? callerAddress(this.request.headers, this.socketAddress, this.trustProxy) : undefined
     }
     return this.resolvedClientIp
   }
@@ -94,12 +97,21 @@ export class RequestContext {
     return Math.max(0, this.readyAt - this.startedAt - this.upstreamWaitMs)
   }
 
-  /** Records the answer for the log row. */
+  /**
+   * Records the answer for the log row, and lets go of what the row does not need: the context waits
+   * in the log queue, and the request, its headers and the response headers should not wait with it
+   * (objects that outlive a young collection are only reclaimed by a full one).
+   */
   finish(status: number, errorCode: string | undefined) {
     this.status = status
     this.errorCode = errorCode
     this.finishedAt = performance.now()
     this.captureBodies = this.workspace?.captureBodies ?? false
+    if (!this.captureBodies) this.requestBody = undefined
+    this.request = undefined
+    this.socketAddress = undefined
+    this.snapshot = undefined
+    this.headers = finishedHeaders
   }
 
   private stageTimings(): string {
