@@ -98,7 +98,10 @@ export function relayChatStream(upstream: ReadableStream<Uint8Array>, controller
           const { value, done } = await reader.read()
           if (done) break
           sink.write(value)
-          await sink.flush()
+          // flush() answers a promise only under back-pressure: awaiting a plain number would cost a
+          // microtask per chunk for nothing.
+          const flushed = sink.flush()
+          if (flushed instanceof Promise) await flushed
           recent.push(value)
           recentBytes += value.byteLength
           while (recent.length > 1 && recentBytes - recent[0]!.byteLength >= 4096) recentBytes -= recent.shift()!.byteLength
