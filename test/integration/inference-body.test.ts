@@ -8,7 +8,7 @@
 import { describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
 import { setWorkspaceSettings } from '../../src/management/workspaces'
-import { chatChunks, startMockGateway, type MockGateway } from '../harness/mock-gateway'
+import { chatChunks, chatCompletion, startMockGateway, type MockGateway } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
 import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
 
@@ -501,6 +501,34 @@ describe('request logs and metrics', () => {
     expect(noRouteRow.status).toBe(402)
     expect(noRouteRow.attempts).toBe(0)
     expect(noRouteRow.key_id).toBe(empty.body.data.id)
+  })
+
+  test('token counts come from the upstream usage object, buffered and streamed', async () => {
+    await using mock = await startMockGateway()
+    await using server = await startTestServer({ RT_GATEWAY_URL_OPENAI: mock.url })
+    const key = await single(mock, server)
+    // A usage object whose fields are spaced out and followed by nested details must still be read.
+    mock.handle((request) =>
+      request.body?.stream
+        ? undefined
+        : { json: { ...chatCompletion('gpt-4o-mini'), usage: { prompt_tokens: 123, completion_tokens: 45, total_tokens: 168, prompt_tokens_details: { cached_tokens: 9 } } } },
+    )
+    const buffered = await chat(server, key.secret, { model: 'openai/gpt-4o-mini', messages: userMessages })
+    expect(buffered.status).toBe(200)
+    const streamed = await fetch(`${server.baseUrl}/chat/completions`, {
+      method: 'POST',
+      headers: { ...bearerHeader(key.secret), 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: userMessages, stream: true }),
+    })
+    expect(await streamed.text()).toContain('data: [DONE]')
+    const rows = await waitFor(() => {
+      const all = logRows(server)
+      return all.length === 2 ? all : undefined
+    })
+    const byStream = Object.fromEntries(rows.map((row) => [row.stream ? 'stream' : 'buffered', row]))
+    expect([byStream.buffered.input_tokens, byStream.buffered.output_tokens]).toEqual([123, 45])
+    // chatChunks ends with usage { prompt_tokens: 11, completion_tokens: <pieces> } (three pieces).
+    expect([byStream.stream.input_tokens, byStream.stream.output_tokens]).toEqual([11, 3])
   })
 
   test('request bodies are stored only when workspace capture is on', async () => {
