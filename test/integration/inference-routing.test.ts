@@ -6,7 +6,7 @@
 import { describe, expect, test } from 'bun:test'
 import { chatChunks, type MockGateway } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
-import { createInferenceKey, storeProvider } from '../harness/api'
+import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
 import { startGateways, type GatewaysEnv } from '../harness/gateways'
 
 /** Three gateway kinds, each pointed at its own mock. */
@@ -29,26 +29,11 @@ async function createKey(server: TestServer, routing: unknown, extra: Record<str
 
 const priority = (env: Env, ...gateways: string[]) => ({ strategy: 'priority', targets: gateways.map((gateway) => ({ provider_key_id: env.providers[gateway] })) })
 
-interface Result {
-  status: number
-  headers: Headers
-  json: any
-  text: string
-}
+type Result = CallResult
 
-async function chat(server: TestServer, secret: string, body: Record<string, unknown> = {}): Promise<Result> {
-  const response = await fetch(`${server.baseUrl}/chat/completions`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], ...body }),
-  })
-  const text = await response.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: response.status, headers: response.headers, json, text }
-}
+/** A chat completion for openai/gpt-4o-mini with one user message; `body` adds or overrides fields. */
+const chat = (server: TestServer, secret: string, body: Record<string, unknown> = {}): Promise<Result> =>
+  httpCall(server, 'POST', '/v1/chat/completions', { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], ...body }, bearerHeader(secret))
 
 const failover = (result: Result) =>
   result.headers
