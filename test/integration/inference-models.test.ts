@@ -6,7 +6,7 @@ import { describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
 import { type MockGateway, type MockHandler } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
-import { createInferenceKey, storeProvider } from '../harness/api'
+import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
 import { startGateways, type GatewaysEnv } from '../harness/gateways'
 
 const A = 'openai'
@@ -28,35 +28,12 @@ async function createKey(server: TestServer, routing: unknown, extra: Record<str
 
 const priority = (env: Env, ...gateways: string[]) => ({ targets: gateways.map((gateway) => ({ provider_key_id: env.providers[gateway] })) })
 
-interface Result {
-  status: number
-  headers: Headers
-  json: any
-}
+type Result = CallResult
 
-async function get(server: TestServer, secret: string, path: string): Promise<Result> {
-  const response = await fetch(server.baseUrl + path, { headers: { authorization: `Bearer ${secret}` } })
-  const text = await response.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: response.status, headers: response.headers, json }
-}
+/** GET under /v1 with an inference key. */
+const get = (server: TestServer, secret: string, path: string): Promise<Result> => httpCall(server, 'GET', `/v1${path}`, undefined, bearerHeader(secret))
 
-async function embed(server: TestServer, secret: string, body: Record<string, unknown>): Promise<Result> {
-  const response = await fetch(`${server.baseUrl}/embeddings`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  })
-  const text = await response.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {}
-  return { status: response.status, headers: response.headers, json }
-}
+const embed = (server: TestServer, secret: string, body: Record<string, unknown>): Promise<Result> => httpCall(server, 'POST', '/v1/embeddings', body, bearerHeader(secret))
 
 /** Answers GET …/models with the given objects; everything else falls back to the defaults. */
 function listing(models: Record<string, unknown>[]): MockHandler {
