@@ -9,7 +9,7 @@ import type { RequestContext } from './context'
 import { finishFailedRun, finishWith, recordServingAttempt, trackStream } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
 import { isPlanCacheable, planRoute, type Operation, type PlannedAttempt, type RoutePlan } from './plan-route'
-import type { KeyEntry } from '../storage/snapshot'
+import type { KeyEntry, ProviderEntry } from '../storage/snapshot'
 import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
 import { readUsage, relayChatStream, usageText } from './respond'
@@ -54,6 +54,19 @@ interface PlanCacheEntry {
 }
 
 const nowMs = () => performance.now()
+
+/** One POST to an attempt's gateway: the client's bytes when they go unchanged, else the body re-encoded without the gateway's omitted parameters. */
+function postUpstream(
+  deps: InferenceDeps,
+  provider: ProviderEntry,
+  suffix: string,
+  headers: HeadersInit,
+  body: Record<string, unknown>,
+  raw: Uint8Array<ArrayBuffer> | undefined,
+  signal: AbortSignal,
+): Promise<Response> {
+  return deps.fetch(upstreamUrl(provider, suffix), { method: 'POST', headers, body: raw ?? JSON.stringify(omitParameters(body, provider)), signal })
+}
 
 /**
  * planRoute, memoized per snapshot when the plan cannot vary between requests. Entries are keyed by
@@ -118,9 +131,9 @@ export function runRoutedCall(context: RequestContext, deps: InferenceDeps, inpu
         const headers = forwarded.length ? upstreamHeaders(step.provider, forwarded, true, accept) : step.provider.postHeaders[input.stream ? 'stream' : 'json']
         // The responses-only gateway kind is called on /responses and answers as chat.
         if (call.suffix === '/chat/completions' && step.provider.gateway.capabilities.responses === 'only') {
-          return chatViaResponses((suffix, body) => deps.fetch(upstreamUrl(step.provider, suffix), { method: 'POST', headers, body: JSON.stringify(omitParameters(body, step.provider)), signal }), call.body)
+          return chatViaResponses((suffix, body) => postUpstream(deps, step.provider, suffix, headers, body, undefined, signal), call.body)
         }
-        return deps.fetch(upstreamUrl(step.provider, call.suffix), { method: 'POST', headers, body: call.raw ?? JSON.stringify(omitParameters(call.body, step.provider)), signal })
+        return postUpstream(deps, step.provider, call.suffix, headers, call.body, call.raw, signal)
       },
     },
     {

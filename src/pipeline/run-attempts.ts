@@ -79,9 +79,7 @@ export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec,
         fail({ gateway: step.gateway, outcome: { kind: 'skipped' }, reason: step.reason })
         continue
       }
-      if (clientSignal?.aborted) {
-        return { kind: 'failed', error: new RouterError('internal', 'client closed'), clientClosed: true, failures, attempts, path }
-      }
+      if (clientSignal?.aborted) return clientClosed(failures, attempts, path)
       const remaining = options.deadlineAt - options.now()
       if (remaining <= 0) {
         fail({ gateway: step.gateway, outcome: { kind: 'deadline' }, reason: 'deadline' })
@@ -106,19 +104,17 @@ export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec,
         const headersAt = options.now()
         responseHeaders = response.headers
         if (response.status >= 200 && response.status < 300) {
-          if (spec.stream) {
-            clearTimeout(timer)
-            options.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
-            path.push(`${step.gateway}:ok`)
-            return { kind: 'success', step, response, body: undefined, controller, startedAt, headersAt, failures, attempts, path }
+          // A buffered body is read under the attempt's timer (a stalled body is a timeout like a
+          // stalled head); a stream belongs to the caller from its headers on.
+          let body: ArrayBuffer | undefined
+          if (!spec.stream) {
+            if (controller.signal.aborted) throw new Error('aborted')
+            body = await response.arrayBuffer()
           }
-          // The body is read under the attempt's timer (a stalled body is a timeout like a stalled head).
-          if (controller.signal.aborted) throw new Error('aborted')
-          const body = await response.arrayBuffer()
           clearTimeout(timer)
           options.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
           path.push(`${step.gateway}:ok`)
-          return { kind: 'success', step, response, body, controller, startedAt, headersAt: options.now(), failures, attempts, path }
+          return { kind: 'success', step, response, body, controller, startedAt, headersAt: spec.stream ? headersAt : options.now(), failures, attempts, path }
         }
         if (controller.signal.aborted) throw new Error('aborted')
         const text = await response.text()
@@ -144,9 +140,7 @@ export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec,
         options.onAttempt?.(step.gateway, outcome.kind, options.now() - startedAt)
       }
       fail({ gateway: step.gateway, outcome, reason: classify(outcome).reason, headers: responseHeaders })
-      if (outcome.kind === 'client-closed') {
-        return { kind: 'failed', error: new RouterError('internal', 'client closed'), clientClosed: true, failures, attempts, path }
-      }
+      if (outcome.kind === 'client-closed') return clientClosed(failures, attempts, path)
       if (outcome.kind === 'deadline') return { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path }
     }
   } finally {
@@ -154,6 +148,11 @@ export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec,
   }
   const called = failures.filter((failure) => failure.outcome.kind !== 'skipped')
   return { kind: 'failed', error: finalError(called.length ? called : failures), clientClosed: false, failures, attempts, path }
+}
+
+/** The client hung up: nothing is sent, the request is logged 499. */
+function clientClosed(failures: FailedAttempt[], attempts: number, path: string[]): RunResult {
+  return { kind: 'failed', error: new RouterError('internal', 'client closed'), clientClosed: true, failures, attempts, path }
 }
 
 function deadlineError(failures: FailedAttempt[]): RouterError {
