@@ -32,12 +32,28 @@ function escapeLabel(value: string): string {
   return value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')
 }
 
+/**
+ * A counter with two labels, kept as nested maps: recording looks the labels up as they are, with no
+ * per-request key string to build and hash.
+ */
+class LabelledCounter<Second extends string | number> {
+  private readonly values = new Map<string, Map<Second, number>>()
+  add(first: string, second: Second) {
+    let inner = this.values.get(first)
+    if (!inner) this.values.set(first, (inner = new Map()))
+    inner.set(second, (inner.get(second) ?? 0) + 1)
+  }
+  *entries(): Generator<[string, Second, number]> {
+    for (const [first, inner] of this.values) for (const [second, value] of inner) yield [first, second, value]
+  }
+}
+
 export class Metrics {
-  /** requests by `endpoint|status` */
-  private readonly requests = new Map<string, number>()
-  /** upstream attempts by `gateway|outcome` */
-  private readonly attempts = new Map<string, number>()
-  private readonly failovers = new Map<string, number>()
+  /** requests by endpoint, then status */
+  private readonly requests = new LabelledCounter<number>()
+  /** upstream attempts by gateway, then outcome */
+  private readonly attempts = new LabelledCounter<string>()
+  private readonly failovers = new LabelledCounter<string>()
   private readonly upstreamLatency = new Map<string, Histogram>()
   private readonly addedLatency = new Histogram()
   inFlightStreams = 0
@@ -52,16 +68,13 @@ export class Metrics {
   snapshotBuilds: () => number = () => 0
 
   countRequest(endpoint: string, status: number) {
-    const key = `${endpoint}|${status}`
-    this.requests.set(key, (this.requests.get(key) ?? 0) + 1)
+    this.requests.add(endpoint, status)
   }
   countAttempt(gateway: string, outcome: string) {
-    const key = `${gateway}|${outcome}`
-    this.attempts.set(key, (this.attempts.get(key) ?? 0) + 1)
+    this.attempts.add(gateway, outcome)
   }
   countFailover(gateway: string, reason: string) {
-    const key = `${gateway}|${reason}`
-    this.failovers.set(key, (this.failovers.get(key) ?? 0) + 1)
+    this.failovers.add(gateway, reason)
   }
   observeUpstreamLatency(gateway: string, milliseconds: number) {
     let histogram = this.upstreamLatency.get(gateway)
@@ -74,11 +87,10 @@ export class Metrics {
 
   render(): string {
     const lines: string[] = []
-    const counterFamily = (name: string, help: string, map: Map<string, number>, labelNames: [string, string]) => {
+    const counterFamily = (name: string, help: string, counter: LabelledCounter<string | number>, labelNames: [string, string]) => {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} counter`)
-      for (const [key, value] of map) {
-        const [first, second] = key.split('|')
-        lines.push(`${name}{${labelNames[0]}="${escapeLabel(first!)}",${labelNames[1]}="${escapeLabel(second!)}"} ${value}`)
+      for (const [first, second, value] of counter.entries()) {
+        lines.push(`${name}{${labelNames[0]}="${escapeLabel(first)}",${labelNames[1]}="${escapeLabel(String(second))}"} ${value}`)
       }
     }
     counterFamily('router_requests_total', 'Inference requests answered, by endpoint and status.', this.requests, ['endpoint', 'status'])

@@ -115,18 +115,23 @@ export class RequestContext {
   }
 
   private stageTimings(): string {
-    let text = ''
+    // Each reached stage's time since the previous reached one, in stage order.
+    let text = '{'
     let previous = this.startedAt
-    const add = (name: Stage, at: number) => {
-      if (at === 0) return
-      text += `${text ? ',' : ''}"${name}":${round3(at - previous)}`
-      previous = at
+    if (this.authAt !== 0) {
+      text += `"auth":${round3(this.authAt - previous)}`
+      previous = this.authAt
     }
-    add('auth', this.authAt)
-    add('body', this.bodyAt)
-    add('plan', this.planAt)
-    add('upstream', this.upstreamAt)
-    return `{${text}}`
+    if (this.bodyAt !== 0) {
+      text += `${text.length > 1 ? ',' : ''}"body":${round3(this.bodyAt - previous)}`
+      previous = this.bodyAt
+    }
+    if (this.planAt !== 0) {
+      text += `${text.length > 1 ? ',' : ''}"plan":${round3(this.planAt - previous)}`
+      previous = this.planAt
+    }
+    if (this.upstreamAt !== 0) text += `${text.length > 1 ? ',' : ''}"upstream":${round3(this.upstreamAt - previous)}`
+    return text + '}'
   }
 
   /** The request-log row (built by the log queue's flush, off the request path). */

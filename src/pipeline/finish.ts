@@ -1,6 +1,7 @@
 /** Ending a request: the log row, the metrics and the response (errors in the key's envelope). */
 import { RouterError } from '../errors/router-error'
 import type { RequestContext } from './context'
+import { errorResponse } from '../errors/render'
 import { renderError, setRoutingHeaders } from './respond'
 import type { RunResult } from './run-attempts'
 import type { InferenceDeps } from './types'
@@ -19,6 +20,12 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
   if (!context.key) return
   context.finish(status, errorCode)
   deps.logQueue.push(context)
+}
+
+/** The last-resort answer when answering an error itself failed: a 500 in the chat envelope, logged. */
+export function internalError(deps: Pick<InferenceDeps, 'logger'>, error: unknown): Response {
+  deps.logger.error('proxy_request_failed', { error: error instanceof Error ? error.message : String(error) })
+  return errorResponse('chat', new RouterError('internal'), { 'x-router-request-id': crypto.randomUUID(), 'x-router-attempts': '0' })
 }
 
 export function failWith(context: RequestContext, deps: InferenceDeps, error: unknown): Response {

@@ -8,11 +8,12 @@ import { authenticate, presentedKey } from './authenticate'
 import { RequestContext } from './context'
 import { handleChatCompletions, handleEmbeddings } from './routed-call'
 import { handleGetModel, handleListModels } from './list-models'
-import { failWith } from './finish'
+import { failWith, internalError } from './finish'
 import type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
 import { handleCountTokens, handleGenerateContent, handleMessages, handleStreamGenerateContent } from './dialect-endpoints'
 import { handleResponses, handleRetrieveResponse } from './responses'
 
+export { internalError } from './finish'
 export type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
 
 export function envelopeForShape(shape: string): Envelope {
@@ -53,6 +54,11 @@ export async function handleInference(request: Request, route: InferenceRoute, d
     if (!handler) throw new RouterError('not_found', 'This endpoint is not served by this build.')
     return await handler(context, request, route, deps)
   } catch (error) {
-    return failWith(context, deps, error)
+    // Never rejects: the fetch handler returns this promise as it is (no guard layer above it).
+    try {
+      return failWith(context, deps, error)
+    } catch (failure) {
+      return internalError(deps, failure)
+    }
   }
 }

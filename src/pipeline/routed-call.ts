@@ -13,7 +13,7 @@ import type { KeyEntry, ProviderEntry } from '../storage/snapshot'
 import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
 import { readUsage, relayChatStream, usageText } from './respond'
-import { runAttempts, type RunResult } from './run-attempts'
+import { runAttempts, type AttemptCall, type RunResult } from './run-attempts'
 
 export interface UpstreamCall {
   /** Upstream path suffix, e.g. `/chat/completions`. */
@@ -52,8 +52,6 @@ interface PlanCacheEntry {
   plan: RoutePlan | undefined
   at: number
 }
-
-const nowMs = () => performance.now()
 
 /** One POST to an attempt's gateway: the client's bytes when they go unchanged, else the body re-encoded without the gateway's omitted parameters. */
 function postUpstream(
@@ -115,45 +113,62 @@ function planFor(context: RequestContext, deps: InferenceDeps, input: RoutedCall
   })
 }
 
+/**
+ * One routed call's side of the attempt loop: sends each planned step upstream and books attempts,
+ * failovers and the path on the request. A class, so a request allocates one object for it rather
+ * than an options object and a closure per hook.
+ */
+class RoutedCall implements AttemptCall {
+  readonly stream: boolean
+  readonly deadlineAt: number
+  readonly clientSignal: AbortSignal | undefined
+  private readonly forwarded: readonly [string, string][]
+
+  constructor(
+    private readonly context: RequestContext,
+    private readonly deps: InferenceDeps,
+    private readonly input: RoutedCallInput,
+  ) {
+    this.stream = input.stream
+    this.deadlineAt = context.startedAt + deps.config.deadlineMs
+    this.clientSignal = input.clientSignal
+    this.forwarded = forwardedHeaders(input.incomingHeaders)
+  }
+
+  send(step: PlannedAttempt, signal: AbortSignal): Promise<Response> {
+    const call = this.input.requestFor(step)
+    const provider = step.provider
+    const headers = this.forwarded.length
+      ? upstreamHeaders(provider, this.forwarded, true, this.stream ? 'text/event-stream' : 'application/json')
+      : provider.postHeaders[this.stream ? 'stream' : 'json']
+    // The responses-only gateway kind is called on /responses and answers as chat.
+    if (call.suffix === '/chat/completions' && provider.gateway.capabilities.responses === 'only') {
+      return chatViaResponses((suffix, body) => postUpstream(this.deps, provider, suffix, headers, body, undefined, signal), call.body)
+    }
+    return postUpstream(this.deps, provider, call.suffix, headers, call.body, call.raw, signal)
+  }
+
+  onAttempt(gateway: string, outcome: string, upstreamMs: number) {
+    this.context.upstreamWaitMs += upstreamMs
+    this.deps.metrics.countAttempt(gateway, outcome)
+    this.deps.metrics.observeUpstreamLatency(gateway, upstreamMs)
+  }
+
+  onSettled(result: RunResult) {
+    const context = this.context
+    context.attempts = result.attempts
+    context.path = result.path
+    for (const failure of result.failures) this.deps.metrics.countFailover(failure.gateway, failure.reason)
+    context.mark('upstream')
+  }
+}
+
 /** Plans and runs the attempts of one routed call (shared by every dialect that pivots on chat). */
 export function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
   context.snapshot ??= deps.snapshots.current()
   const plan = cachedPlan(context, deps, input)
   context.mark('plan')
-  const forwarded = forwardedHeaders(input.incomingHeaders)
-  const accept = input.stream ? 'text/event-stream' : 'application/json'
-  const run = runAttempts(
-    plan.steps,
-    {
-      stream: input.stream,
-      send(step: PlannedAttempt, signal: AbortSignal) {
-        const call = input.requestFor(step)
-        const headers = forwarded.length ? upstreamHeaders(step.provider, forwarded, true, accept) : step.provider.postHeaders[input.stream ? 'stream' : 'json']
-        // The responses-only gateway kind is called on /responses and answers as chat.
-        if (call.suffix === '/chat/completions' && step.provider.gateway.capabilities.responses === 'only') {
-          return chatViaResponses((suffix, body) => postUpstream(deps, step.provider, suffix, headers, body, undefined, signal), call.body)
-        }
-        return postUpstream(deps, step.provider, call.suffix, headers, call.body, call.raw, signal)
-      },
-    },
-    {
-      deadlineAt: context.startedAt + deps.config.deadlineMs,
-      clientSignal: input.clientSignal,
-      now: nowMs,
-      onAttempt(gateway, outcome, upstreamMs) {
-        context.upstreamWaitMs += upstreamMs
-        deps.metrics.countAttempt(gateway, outcome)
-        deps.metrics.observeUpstreamLatency(gateway, upstreamMs)
-      },
-    },
-  )
-  return run.then((result) => {
-    context.attempts = result.attempts
-    context.path = result.path
-    for (const failure of result.failures) deps.metrics.countFailover(failure.gateway, failure.reason)
-    context.mark('upstream')
-    return result
-  })
+  return runAttempts(plan.steps, new RoutedCall(context, deps, input))
 }
 
 /** Answers a finished run in the chat dialect: relayed bytes, a piped stream, or an error. */

@@ -6,17 +6,21 @@ import { RouterError } from '../errors/router-error'
 import { classify, finalError, type AttemptOutcome, type FailedAttempt } from './classify-failure'
 import type { PlanStep, PlannedAttempt } from './plan-route'
 
-export interface AttemptSpec {
-  stream: boolean
+/**
+ * What one run needs from its caller: the upstream send, the request's deadline and hang-up signal,
+ * and the bookkeeping hooks. One object per run (a routed call implements it as a class), so a
+ * request allocates no closures for them.
+ */
+export interface AttemptCall {
+  readonly stream: boolean
+  readonly deadlineAt: number
+  readonly clientSignal: AbortSignal | undefined
   /** Sends this step's upstream request. */
   send(step: PlannedAttempt, signal: AbortSignal): Promise<Response>
-}
-
-export interface RunOptions {
-  deadlineAt: number
-  clientSignal: AbortSignal | undefined
-  now: () => number
+  /** Called once per upstream call made, with its outcome and the wait for its answer. */
   onAttempt?(gateway: string, outcome: string, upstreamMs: number): void
+  /** Called once with the result, before the run's promise settles. */
+  onSettled?(result: RunResult): void
 }
 
 interface Common {
@@ -50,86 +54,100 @@ function abortAttempt(controller: AbortController, reason: AbortReason) {
   controller.abort(reason)
 }
 
+const now = () => performance.now()
+
 /**
- * One async function for the whole run (each nested async layer costs a promise and a microtask on
- * every request). Timers get their arguments instead of a closure.
+ * Forwards the client's hang-up to the attempt in flight. One listener object per run, registered
+ * as an EventListener (no closure); after the run, a piped stream notices a hang-up through its
+ * own cancel().
  */
-export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec, options: RunOptions): Promise<RunResult> {
-  // One hang-up listener for the whole run: it aborts whichever attempt is in flight. After the
-  // run, a piped stream notices a hang-up through its own cancel().
-  const clientSignal = options.clientSignal
-  let current: AbortController | undefined
-  const onClientAbort = () => current?.abort('client-closed')
-  clientSignal?.addEventListener('abort', onClientAbort)
+class HangUp {
+  current: AbortController | undefined = undefined
+  handleEvent() {
+    this.current?.abort('client-closed')
+  }
+}
+
+/** Hands the result to the caller's hook and returns it (every return of a run goes through here). */
+function settled(call: AttemptCall, result: RunResult): RunResult {
+  call.onSettled?.(result)
+  return result
+}
+
+/**
+ * Runs the planned steps in order. One async function for the whole run (each nested async layer
+ * costs a promise and a microtask on every request); timers get their arguments instead of a closure.
+ */
+export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall): Promise<RunResult> {
+  const clientSignal = call.clientSignal
+  const hangUp = clientSignal ? new HangUp() : undefined
+  if (hangUp) clientSignal!.addEventListener('abort', hangUp)
   let failures = noFailures as FailedAttempt[]
   const path: string[] = []
   let attempts = 0
   let lastAttemptIndex = steps.length - 1
   while (lastAttemptIndex >= 0 && steps[lastAttemptIndex]!.kind !== 'attempt') lastAttemptIndex--
-  const fail = (failure: FailedAttempt) => {
-    if (failures === noFailures) failures = []
-    failures.push(failure)
-    path.push(`${failure.gateway}:${failure.reason}`)
-  }
 
   try {
     for (let index = 0; index < steps.length; index++) {
       const step = steps[index]!
       if (step.kind === 'skip') {
-        fail({ gateway: step.gateway, outcome: { kind: 'skipped' }, reason: step.reason })
+        if (failures === noFailures) failures = []
+        recordFailure(failures, path, { gateway: step.gateway, outcome: { kind: 'skipped' }, reason: step.reason })
         continue
       }
-      if (clientSignal?.aborted) return clientClosed(failures, attempts, path)
-      const remaining = options.deadlineAt - options.now()
+      if (clientSignal?.aborted) return settled(call, clientClosed(failures, attempts, path))
+      const remaining = call.deadlineAt - now()
       if (remaining <= 0) {
-        fail({ gateway: step.gateway, outcome: { kind: 'deadline' }, reason: 'deadline' })
-        return { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path }
+        if (failures === noFailures) failures = []
+        recordFailure(failures, path, { gateway: step.gateway, outcome: { kind: 'deadline' }, reason: 'deadline' })
+        return settled(call, { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path })
       }
 
       // Streams with another attempt after this one fail over on the first-byte timeout; everything
       // else runs on the upstream timeout. Each timer is cut to the time the deadline leaves.
-      const failoverApplies = spec.stream && index < lastAttemptIndex
+      const failoverApplies = call.stream && index < lastAttemptIndex
       const ownTimeout = failoverApplies ? step.failoverTimeoutMs : step.upstreamTimeoutMs
       const timerReason: AbortReason = ownTimeout <= remaining ? (failoverApplies ? 'ttfb-timeout' : 'timeout') : 'deadline'
       const controller = new AbortController()
-      current = controller
+      if (hangUp) hangUp.current = controller
       const timer = setTimeout(abortAttempt, ownTimeout <= remaining ? ownTimeout : remaining, controller, timerReason)
 
       attempts++
-      const startedAt = options.now()
+      const startedAt = now()
       let outcome: AttemptOutcome
       let responseHeaders: Headers | undefined
       try {
-        const response = await spec.send(step, controller.signal)
-        const headersAt = options.now()
+        const response = await call.send(step, controller.signal)
+        const headersAt = now()
         responseHeaders = response.headers
         if (response.status >= 200 && response.status < 300) {
           // A buffered body is read under the attempt's timer (a stalled body is a timeout like a
           // stalled head); a stream belongs to the caller from its headers on.
           let body: ArrayBuffer | undefined
-          if (!spec.stream) {
+          if (!call.stream) {
             if (controller.signal.aborted) throw new Error('aborted')
             body = await response.arrayBuffer()
           }
           clearTimeout(timer)
-          options.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
+          call.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
           path.push(`${step.gateway}:ok`)
-          return { kind: 'success', step, response, body, controller, startedAt, headersAt: spec.stream ? headersAt : options.now(), failures, attempts, path }
+          return settled(call, { kind: 'success', step, response, body, controller, startedAt, headersAt: call.stream ? headersAt : now(), failures, attempts, path })
         }
         if (controller.signal.aborted) throw new Error('aborted')
         const text = await response.text()
         clearTimeout(timer)
         outcome = { kind: 'status', status: response.status, body: text }
         const verdict = classify(outcome)
-        options.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt)
+        call.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt)
         if (!verdict.retryable) {
           path.push(`${step.gateway}:${verdict.reason}`)
-          return { kind: 'relay', step, status: response.status, body: text, headers: response.headers, startedAt, headersAt, failures, attempts, path }
+          return settled(call, { kind: 'relay', step, status: response.status, body: text, headers: response.headers, startedAt, headersAt, failures, attempts, path })
         }
       } catch (error) {
         clearTimeout(timer)
         // A request that cannot be built for this target (bad client input) is the client's error.
-        if (error instanceof RouterError) return { kind: 'failed', error, clientClosed: false, failures, attempts: attempts - 1, path }
+        if (error instanceof RouterError) return settled(call, { kind: 'failed', error, clientClosed: false, failures, attempts: attempts - 1, path })
         const reason = controller.signal.aborted ? (controller.signal.reason as AbortReason) : undefined
         outcome =
           reason === 'client-closed' || reason === 'ttfb-timeout' || reason === 'timeout' || reason === 'deadline'
@@ -137,17 +155,23 @@ export async function runAttempts(steps: readonly PlanStep[], spec: AttemptSpec,
             : responseHeaders
               ? { kind: 'unreadable' }
               : { kind: 'unreachable' }
-        options.onAttempt?.(step.gateway, outcome.kind, options.now() - startedAt)
+        call.onAttempt?.(step.gateway, outcome.kind, now() - startedAt)
       }
-      fail({ gateway: step.gateway, outcome, reason: classify(outcome).reason, headers: responseHeaders })
-      if (outcome.kind === 'client-closed') return clientClosed(failures, attempts, path)
-      if (outcome.kind === 'deadline') return { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path }
+      if (failures === noFailures) failures = []
+      recordFailure(failures, path, { gateway: step.gateway, outcome, reason: classify(outcome).reason, headers: responseHeaders })
+      if (outcome.kind === 'client-closed') return settled(call, clientClosed(failures, attempts, path))
+      if (outcome.kind === 'deadline') return settled(call, { kind: 'failed', error: deadlineError(failures), clientClosed: false, failures, attempts, path })
     }
   } finally {
-    clientSignal?.removeEventListener('abort', onClientAbort)
+    if (hangUp) clientSignal!.removeEventListener('abort', hangUp)
   }
   const called = failures.filter((failure) => failure.outcome.kind !== 'skipped')
-  return { kind: 'failed', error: finalError(called.length ? called : failures), clientClosed: false, failures, attempts, path }
+  return settled(call, { kind: 'failed', error: finalError(called.length ? called : failures), clientClosed: false, failures, attempts, path })
+}
+
+function recordFailure(failures: FailedAttempt[], path: string[], failure: FailedAttempt) {
+  failures.push(failure)
+  path.push(`${failure.gateway}:${failure.reason}`)
 }
 
 /** The client hung up: nothing is sent, the request is logged 499. */

@@ -1,7 +1,7 @@
 /** The inference proxy at /v1 (and the 404s of /v1beta): every request goes to the pipeline. */
 import { RouterError } from '../../errors/router-error'
 import { errorResponse, type Envelope } from '../../errors/render'
-import { handleInference, type InferenceDeps } from '../../pipeline'
+import { handleInference, internalError, type InferenceDeps } from '../../pipeline'
 import { resolveInferenceRoute } from './routes'
 
 function notServed(pathname: string, envelope: Envelope): Response {
@@ -11,14 +11,16 @@ function notServed(pathname: string, envelope: Envelope): Response {
   return errorResponse(envelope, new RouterError('not_found', `The path ${pathname} is not served.`), headers)
 }
 
-export async function handleProxyRequest(request: Request, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {
+/**
+ * The pipeline answers its own errors (handleInference never rejects); this is the last guard for a
+ * synchronous throw, so nothing leaves without the router headers and a JSON envelope. Not an async
+ * wrapper: that would cost every request a promise and a microtask.
+ */
+export function handleProxyRequest(request: Request, deps: InferenceDeps, socketAddress: () => string | undefined): Response | Promise<Response> {
   try {
-    return await routeProxyRequest(request, deps, socketAddress)
+    return routeProxyRequest(request, deps, socketAddress)
   } catch (error) {
-    // The pipeline answers its own errors; this is the last guard so nothing leaves without the
-    // router headers and a JSON envelope.
-    deps.logger.error('proxy_request_failed', { error: error instanceof Error ? error.message : String(error) })
-    return errorResponse('chat', new RouterError('internal'), { 'x-router-request-id': crypto.randomUUID(), 'x-router-attempts': '0' })
+    return internalError(deps, error)
   }
 }
 

@@ -13,6 +13,17 @@ function decodeSegment(text: string): string | undefined {
 }
 const allShapes = ['chat', 'chat_router', 'messages', 'content', 'decisions'] as const
 
+/** Routes without a path parameter are constants: resolving one allocates nothing. */
+const fixedRoute = (endpoint: InferenceRoute['endpoint'], shapes: readonly string[], envelope: InferenceRoute['envelope']): InferenceRoute => Object.freeze({ endpoint, shapes, envelope })
+const chatRoute = fixedRoute('chat', chatShapes, 'chat')
+const embeddingsRoute = fixedRoute('embeddings', chatShapes, 'chat')
+const messagesRoute = fixedRoute('messages', ['messages'], 'messages')
+const countTokensRoute = fixedRoute('count_tokens', ['messages'], 'messages')
+const responsesRoute = fixedRoute('responses', chatShapes, 'chat')
+const decisionsRoute = fixedRoute('decisions', ['decisions'], 'chat')
+const modelsRoute = fixedRoute('models', allShapes, 'chat')
+const batchesRoute = fixedRoute('batches', chatShapes, 'chat')
+
 export function resolveInferenceRoute(method: string, pathname: string): InferenceRoute | undefined {
   const path = pathname.length > 4 && pathname.endsWith('/') ? pathname.slice(0, -1) : pathname
   if (!path.startsWith('/v1/')) return undefined
@@ -20,19 +31,19 @@ export function resolveInferenceRoute(method: string, pathname: string): Inferen
   if (method === 'POST') {
     switch (rest) {
       case 'chat/completions':
-        return { endpoint: 'chat', shapes: chatShapes, envelope: 'chat' }
+        return chatRoute
       case 'embeddings':
-        return { endpoint: 'embeddings', shapes: chatShapes, envelope: 'chat' }
+        return embeddingsRoute
       case 'messages':
-        return { endpoint: 'messages', shapes: ['messages'], envelope: 'messages' }
+        return messagesRoute
       case 'messages/count_tokens':
-        return { endpoint: 'count_tokens', shapes: ['messages'], envelope: 'messages' }
+        return countTokensRoute
       case 'responses':
-        return { endpoint: 'responses', shapes: chatShapes, envelope: 'chat' }
+        return responsesRoute
       case 'decisions':
-        return { endpoint: 'decisions', shapes: ['decisions'], envelope: 'chat' }
+        return decisionsRoute
       case 'batches':
-        return { endpoint: 'batches', shapes: chatShapes, envelope: 'chat' }
+        return batchesRoute
     }
     if (rest.startsWith('models/')) {
       // The model part may contain slashes (SPEC "POST /models/{modelPath}:generateContent").
@@ -50,7 +61,7 @@ export function resolveInferenceRoute(method: string, pathname: string): Inferen
     return undefined
   }
   if (method === 'GET') {
-    if (rest === 'models') return { endpoint: 'models', shapes: allShapes, envelope: 'chat' }
+    if (rest === 'models') return modelsRoute
     if (rest.startsWith('models/') && rest.length > 'models/'.length) {
       const parameter = decodeSegment(rest.slice('models/'.length))
       return parameter === undefined ? undefined : { endpoint: 'model', shapes: chatShapes, envelope: 'chat', parameter }
@@ -59,9 +70,9 @@ export function resolveInferenceRoute(method: string, pathname: string): Inferen
       const parameter = decodeSegment(rest.slice('responses/'.length))
       return parameter === undefined ? undefined : { endpoint: 'responses_get', shapes: chatShapes, envelope: 'chat', parameter }
     }
-    if (rest === 'batches' || rest.startsWith('batches/')) return { endpoint: 'batches', shapes: chatShapes, envelope: 'chat' }
+    if (rest === 'batches' || rest.startsWith('batches/')) return batchesRoute
     return undefined
   }
-  if (method === 'DELETE' && rest.startsWith('batches/')) return { endpoint: 'batches', shapes: chatShapes, envelope: 'chat' }
+  if (method === 'DELETE' && rest.startsWith('batches/')) return batchesRoute
   return undefined
 }
