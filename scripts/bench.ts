@@ -163,6 +163,13 @@ async function main() {
     const bare = Bun.spawn(['bun', join(repoRoot, 'scripts/bench/bare-proxy.ts')], { stdout: 'pipe', stderr: 'inherit', env: { ...process.env, BENCH_UPSTREAM_URL: `${upstreamUrl}/ok` } })
     children.push(bare)
     const barePort = (await readLine(bare, /port (\d+)/))[1]
+    const floor = Bun.spawn(['bun', join(repoRoot, 'scripts/bench/floor-proxy.ts')], {
+      stdout: 'pipe',
+      stderr: 'inherit',
+      env: { ...process.env, BENCH_UPSTREAM_URL: `${upstreamUrl}/ok`, BENCH_FLOOR_DIR: dataDir },
+    })
+    children.push(floor)
+    const floorPort = (await readLine(floor, /port (\d+)/))[1]
     const router = Bun.spawn([join(repoRoot, 'scripts/start')], {
       stdout: 'pipe',
       stderr: 'inherit',
@@ -182,6 +189,7 @@ async function main() {
     drain(router)
     drain(upstream)
     drain(bare)
+    drain(floor)
     const routerUrl = `http://127.0.0.1:${routerPort}`
     const admin = async (method: string, path: string, body?: unknown) => {
       const response = await fetch(routerUrl + path, {
@@ -223,7 +231,13 @@ async function main() {
     const scenarios = []
     scenarios.push(await measure('buffered chat, c=1', chatSystems(plainKey.key), 1))
     scenarios.push(await measure('buffered chat, c=16', chatSystems(plainKey.key), 16))
-    scenarios.push(await measure('buffered chat, c=64', chatSystems(plainKey.key), 64))
+    // The floor (scripts/bench/floor-proxy.ts) runs beside bare and the router where the CPU budget is read.
+    scenarios.push(
+      await measure('buffered chat, c=64', {
+        ...chatSystems(plainKey.key),
+        floor: { url: `http://127.0.0.1:${floorPort}/v1/chat/completions`, headers: { ...json, authorization: 'Bearer rt_live_floor' }, body: chatBody, pid: floor.pid },
+      }, 64),
+    )
     scenarios.push(await measure('streaming chat, c=16', chatSystems(plainKey.key, streamBody), 16, true))
     // Added latency of the failover path is measured without queueing (c=1), like the c=1 added p50;
     // c=16 shows what failing over costs in throughput and CPU.
@@ -298,6 +312,14 @@ async function main() {
       { rule: `RSS growth from 10k to ${soakTotal / 1000}k requests < 30 MB`, value: rssAfterSoak - rssAfter10k, limit: 30, pass: rssAfterSoak - rssAfter10k < 30 },
       { rule: 'request-log rows = requests sent', value: logRows - routerRequestsSent, limit: 0, pass: logRows === routerRequestsSent },
     ]
+    // Not budget lines: how the router's cost splits into the bare hop, the mandatory work (the
+    // floor) and the rest. A floor near or over the CPU limit means the limit leaves no room for routing.
+    const reference = [
+      { line: 'c=64 floor CPU/request vs bare', value: c64.floor!.cpu_us_per_request / c64.bare!.cpu_us_per_request },
+      { line: 'c=64 floor throughput vs bare', value: c64.floor!.rps / c64.bare!.rps },
+      { line: 'c=64 router CPU/request vs floor', value: c64.router!.cpu_us_per_request / c64.floor!.cpu_us_per_request },
+      { line: 'c=64 CPU µs/request: bare, floor, router', value: [c64.bare!.cpu_us_per_request, c64.floor!.cpu_us_per_request, c64.router!.cpu_us_per_request] },
+    ]
     const results = {
       at: new Date().toISOString(),
       machine: { cores: navigator.hardwareConcurrency, bun: Bun.version },
@@ -308,6 +330,7 @@ async function main() {
       router_rss_mb: { start: rssAtStart, after_10k: rssAfter10k, [`after_${soakTotal / 1000}k`]: rssAfterSoak, end: rssAtEnd },
       log_rows: { written: logRows, requests_sent: routerRequestsSent },
       budget,
+      reference,
       duration_s: (performance.now() - started) / 1000,
     }
     mkdirSync(join(repoRoot, 'bench/results'), { recursive: true })
@@ -333,7 +356,7 @@ function renderTable(results: any): string {
   for (const scenario of results.scenarios) {
     const systems = scenario.systems
     for (const [system, stats] of Object.entries<any>(systems)) {
-      const vsBare = system === 'router' ? `${fixed(stats.p50 - systems.bare.p50, 3)} (${fixed(stats.p50 / systems.bare.p50)}×)` : ''
+      const vsBare = system === 'router' || system === 'floor' ? `${fixed(stats.p50 - systems.bare.p50, 3)} (${fixed(stats.p50 / systems.bare.p50)}×)` : ''
       const vsDirect = system === 'direct' ? '' : fixed(stats.p50 - systems.direct.p50, 3)
       lines.push(
         `| ${scenario.name} | ${system} | ${stats.rps} | ${fixed(stats.p50, 3)} | ${fixed(stats.p90, 3)} | ${fixed(stats.p99, 3)} | ${stats.ttfb_p50 !== undefined ? fixed(stats.ttfb_p50, 3) : ''} | ${stats.cpu_us_per_request !== undefined ? fixed(stats.cpu_us_per_request, 0) : ''} | ${vsBare} | ${vsDirect} |`,
@@ -343,6 +366,8 @@ function renderTable(results: any): string {
   lines.push('', `Router RSS (MB): ${Object.entries<number>(results.router_rss_mb).map(([name, value]) => `${name} ${fixed(value, 1)}`).join(', ')}`)
   lines.push(`Request-log rows: ${results.log_rows.written} written for ${results.log_rows.requests_sent} requests sent`, '', '| budget | value | limit | pass |', '|---|---|---|---|')
   for (const entry of results.budget) lines.push(`| ${entry.rule} | ${fixed(entry.value, 3)} | ${entry.limit} | ${entry.pass ? 'yes' : 'NO'} |`)
+  lines.push('', '| reference (not budget) | value |', '|---|---|')
+  for (const entry of results.reference) lines.push(`| ${entry.line} | ${Array.isArray(entry.value) ? entry.value.map((value: number) => fixed(value, 1)).join(', ') : fixed(entry.value, 3)} |`)
   return lines.join('\n')
 }
 
