@@ -8,20 +8,26 @@
  *   forwarded to it,
  * - the buffered answer read whole, its token counts taken from the usage object,
  * - the request id, provider and attempt count in the response headers,
- * - one request-log row per request, written in batches by the real request-log repository (SQLite
- *   file in WAL mode, checkpoints on the background worker, as the router runs them).
+ * - one request-log row per request, through the router's own request-log queue and repository
+ *   (batched writes to a SQLite file in WAL mode, checkpoints on the background worker).
  * No plan, failover, metrics, stage timings or header forwarding. Reported beside the bare hop so the
  * router's cost can be read as bare + mandatory work + the rest. Prints `port N`.
  */
 import { join } from 'node:path'
+import { Metrics } from '../../src/observability/metrics'
+import { silentLogger } from '../../src/observability/logger'
+import { createRequestLogQueue } from '../../src/pipeline/log-request'
 import { openStorage } from '../../src/storage/client'
-import { createRequestLogRepository, type RequestLogRow } from '../../src/storage/repositories/request-logs'
+import { createRepositories } from '../../src/storage/repositories'
+import type { RequestLogRow } from '../../src/storage/repositories/request-logs'
+import { serveOnLoopback } from './serve'
 
 const upstream = process.env.BENCH_UPSTREAM_URL!
 const dataDir = process.env.BENCH_FLOOR_DIR!
 const storage = openStorage(join(dataDir, 'floor.db'))
 const checkpoints = await storage.startBackgroundCheckpoints({})
-const logs = createRequestLogRepository(storage.db)
+const logQueue = createRequestLogQueue(createRepositories(storage), new Metrics(), silentLogger)
+logQueue.start()
 
 const workspaceId = crypto.randomUUID()
 const keyId = crypto.randomUUID()
@@ -29,54 +35,47 @@ const providerKeyId = crypto.randomUUID()
 const keys = new Map([['rt_live_floor', { id: keyId, workspaceId }]])
 const upstreamHeaders = { 'content-type': 'application/json', accept: 'application/json', authorization: 'Bearer upstream' }
 
-let queue: RequestLogRow[] = []
-let scheduled = false
-const flush = () => {
-  scheduled = false
-  if (queue.length === 0) return
-  const rows = queue
-  queue = []
-  logs.insertMany(rows)
+/** A queued row (the queue asks each entry for its row when it writes the batch). */
+class LogEntry {
+  constructor(private readonly row: RequestLogRow) {}
+  logRow() {
+    return this.row
+  }
 }
-setInterval(flush, 50)
 
 const decoder = new TextDecoder()
 const abortAttempt = (controller: AbortController) => controller.abort('timeout')
 const json = (status: number, body: string) => new Response(body, { status, headers: { 'content-type': 'application/json' } })
 
-const server = Bun.serve({
-  hostname: '127.0.0.1',
-  port: 0,
-  idleTimeout: 0,
-  development: false,
-  async fetch(request) {
-    const startedAt = performance.now()
-    const requestId = crypto.randomUUID()
-    const authorization = request.headers.get('authorization')
-    const key = authorization?.startsWith('Bearer ') ? keys.get(authorization.slice(7)) : undefined
-    if (!key) return json(401, '{"error":{"code":"invalid_api_key"}}')
-    const bytes = await request.bytes()
-    const body = JSON.parse(decoder.decode(bytes)) as { model?: unknown; messages?: unknown }
-    if (typeof body.model !== 'string' || !Array.isArray(body.messages)) return json(400, '{"error":{"code":"invalid_request"}}')
-    const controller = new AbortController()
-    const timer = setTimeout(abortAttempt, 60_000, controller)
-    const hangUp = () => controller.abort('client-closed')
-    request.signal.addEventListener('abort', hangUp)
-    let upstreamResponse: Response
-    let answer: ArrayBuffer
-    try {
-      upstreamResponse = await fetch(upstream + '/v1/chat/completions', { method: 'POST', headers: upstreamHeaders, body: bytes, signal: controller.signal })
-      answer = await upstreamResponse.arrayBuffer()
-    } catch {
-      return json(502, '{"error":{"code":"all_targets_failed"}}')
-    } finally {
-      clearTimeout(timer)
-      request.signal.removeEventListener('abort', hangUp)
-    }
-    const tail = decoder.decode(new Uint8Array(answer, Math.max(0, answer.byteLength - 300)))
-    const input = /"prompt_tokens":\s*(\d+)/.exec(tail)
-    const output = /"completion_tokens":\s*(\d+)/.exec(tail)
-    queue.push({
+serveOnLoopback(async (request) => {
+  const startedAt = performance.now()
+  const requestId = crypto.randomUUID()
+  const authorization = request.headers.get('authorization')
+  const key = authorization?.startsWith('Bearer ') ? keys.get(authorization.slice(7)) : undefined
+  if (!key) return json(401, '{"error":{"code":"invalid_api_key"}}')
+  const bytes = await request.bytes()
+  const body = JSON.parse(decoder.decode(bytes)) as { model?: unknown; messages?: unknown }
+  if (typeof body.model !== 'string' || !Array.isArray(body.messages)) return json(400, '{"error":{"code":"invalid_request"}}')
+  const controller = new AbortController()
+  const timer = setTimeout(abortAttempt, 60_000, controller)
+  const hangUp = () => controller.abort('client-closed')
+  request.signal.addEventListener('abort', hangUp)
+  let upstreamResponse: Response
+  let answer: ArrayBuffer
+  try {
+    upstreamResponse = await fetch(upstream + '/v1/chat/completions', { method: 'POST', headers: upstreamHeaders, body: bytes, signal: controller.signal })
+    answer = await upstreamResponse.arrayBuffer()
+  } catch {
+    return json(502, '{"error":{"code":"all_targets_failed"}}')
+  } finally {
+    clearTimeout(timer)
+    request.signal.removeEventListener('abort', hangUp)
+  }
+  const tail = decoder.decode(new Uint8Array(answer, Math.max(0, answer.byteLength - 300)))
+  const input = /"prompt_tokens":\s*(\d+)/.exec(tail)
+  const output = /"completion_tokens":\s*(\d+)/.exec(tail)
+  logQueue.push(
+    new LogEntry({
       id: requestId,
       workspaceId: key.workspaceId,
       keyId: key.id,
@@ -99,22 +98,17 @@ const server = Bun.serve({
       outputTokens: output ? Number(output[1]) : null,
       clientIp: null,
       requestBody: null,
-    })
-    if (queue.length >= 128 && !scheduled) {
-      scheduled = true
-      setImmediate(flush)
-    }
-    return new Response(answer, {
-      status: upstreamResponse.status,
-      headers: { 'content-type': upstreamResponse.headers.get('content-type') ?? 'application/json', 'x-router-request-id': requestId, 'x-router-provider': 'openai', 'x-router-attempts': '1' },
-    })
-  },
+    }),
+  )
+  return new Response(answer, {
+    status: upstreamResponse.status,
+    headers: { 'content-type': upstreamResponse.headers.get('content-type') ?? 'application/json', 'x-router-request-id': requestId, 'x-router-provider': 'openai', 'x-router-attempts': '1' },
+  })
 })
 
 process.on('SIGTERM', async () => {
-  flush()
+  logQueue.stop()
   await checkpoints.stop()
   storage.close()
   process.exit(0)
 })
-process.stdout.write(`port ${server.port}\n`)

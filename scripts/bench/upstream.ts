@@ -3,6 +3,8 @@
  * object, and an immediate 500 under the `/fail` prefix. Optional fixed latency (BENCH_LATENCY_MS).
  * Prints `port N` when ready.
  */
+import { serveOnLoopback } from './serve'
+
 const latencyMs = Number(process.env.BENCH_LATENCY_MS ?? 0)
 const chunkGapMs = Number(process.env.BENCH_CHUNK_GAP_MS ?? 2)
 
@@ -36,35 +38,26 @@ const finish = encoder.encode(
 
 const json = { 'content-type': 'application/json' }
 
-const server = Bun.serve({
-  hostname: '127.0.0.1',
-  port: 0,
-  idleTimeout: 0,
-  development: false,
-  async fetch(request) {
-    const path = new URL(request.url).pathname
-    const body = await request.text()
-    if (path.startsWith('/fail')) return new Response('{"error":{"message":"bench: failing target","type":"server_error"}}', { status: 500, headers: json })
-    if (latencyMs) await Bun.sleep(latencyMs)
-    if (path.endsWith('/responses')) return new Response(responseObject, { headers: json })
-    if (path.endsWith('/models')) return new Response('{"object":"list","data":[]}', { headers: json })
-    if (body.includes('"stream":true')) {
-      let index = 0
-      const stream = new ReadableStream<Uint8Array>({
-        async pull(controller) {
-          if (index > 0 && chunkGapMs) await Bun.sleep(chunkGapMs)
-          if (index < chunks.length) controller.enqueue(chunks[index++]!)
-          else {
-            controller.enqueue(finish)
-            controller.close()
-          }
-        },
-      })
-      return new Response(stream, { headers: { 'content-type': 'text/event-stream' } })
-    }
-    return new Response(completion, { headers: json })
-  },
+serveOnLoopback(async (request) => {
+  const path = new URL(request.url).pathname
+  const body = await request.text()
+  if (path.startsWith('/fail')) return new Response('{"error":{"message":"bench: failing target","type":"server_error"}}', { status: 500, headers: json })
+  if (latencyMs) await Bun.sleep(latencyMs)
+  if (path.endsWith('/responses')) return new Response(responseObject, { headers: json })
+  if (path.endsWith('/models')) return new Response('{"object":"list","data":[]}', { headers: json })
+  if (body.includes('"stream":true')) {
+    let index = 0
+    const stream = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (index > 0 && chunkGapMs) await Bun.sleep(chunkGapMs)
+        if (index < chunks.length) controller.enqueue(chunks[index++]!)
+        else {
+          controller.enqueue(finish)
+          controller.close()
+        }
+      },
+    })
+    return new Response(stream, { headers: { 'content-type': 'text/event-stream' } })
+  }
+  return new Response(completion, { headers: json })
 })
-process.stdout.write(`port ${server.port}\n`)
-
-export {}
