@@ -7,6 +7,7 @@ import { mcpRoutes } from './api/mcp'
 import { healthRoutes } from './api/health'
 import { dashboardRoutes } from './api/dashboard'
 import { handleProxyRequest } from './api/inference'
+import { internalError } from './pipeline'
 import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
 
@@ -93,6 +94,14 @@ export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
     }
     return app.handle(request)
   }
+}
+
+/**
+ * Bun.serve's last guard: a handler that threw or rejected outside every route's own error handling
+ * still answers a 500 in the chat envelope with a request id, and is logged.
+ */
+export function createErrorHandler(deps: AppDeps) {
+  return (error: Error) => internalError(deps, error, 'unhandled_error')
 }
 
 /** `/v1…` or `/v1beta…` after the origin, without parsing the whole URL. */

@@ -1,7 +1,7 @@
 /** The service process: config → storage (+migrate) → first-start workspace → app → listen; SIGTERM drains. */
 import { ConfigError, loadConfig } from './config/env'
 import { createRuntime } from './runtime'
-import { buildApp, createFetchHandler } from './app'
+import { buildApp, createErrorHandler, createFetchHandler } from './app'
 import { createWorkspace } from './management/workspaces'
 import { startScheduler } from './scheduler/scheduler'
 
@@ -39,6 +39,7 @@ async function main() {
     idleTimeout: 120,
     development: false,
     fetch: createFetchHandler(app, runtime),
+    error: createErrorHandler(runtime),
   })
   const scheme = tls ? 'https' : 'http'
   logger.info('listening', { url: `${scheme}://${server.hostname}:${server.port}`, role: config.role })

@@ -23,8 +23,8 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
 }
 
 /** The last-resort answer when answering an error itself failed: a 500 in the chat envelope, logged. */
-export function internalError(deps: Pick<InferenceDeps, 'logger'>, error: unknown): Response {
-  deps.logger.error('proxy_request_failed', { error: error instanceof Error ? error.message : String(error) })
+export function internalError(deps: Pick<InferenceDeps, 'logger'>, error: unknown, event = 'proxy_request_failed'): Response {
+  deps.logger.error(event, { error: error instanceof Error ? error.message : String(error) })
   return errorResponse('chat', new RouterError('internal'), { 'x-router-request-id': crypto.randomUUID(), 'x-router-attempts': '0' })
 }
 

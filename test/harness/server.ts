@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfig } from '../../src/config/env'
 import { createRuntime, type Runtime } from '../../src/runtime'
-import { buildApp, createFetchHandler } from '../../src/app'
+import { buildApp, createErrorHandler, createFetchHandler } from '../../src/app'
 import { createWorkspace } from '../../src/management/workspaces'
 import { silentLogger } from '../../src/observability/logger'
 
@@ -37,7 +37,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
   const runtime = createRuntime(config, { logger: silentLogger })
   const created = createWorkspace(runtime, 'default')
   const app = buildApp(runtime)
-  const server = Bun.serve({ hostname: '127.0.0.1', port: 0, development: false, fetch: createFetchHandler(app, runtime) })
+  const server = Bun.serve({ hostname: '127.0.0.1', port: 0, development: false, fetch: createFetchHandler(app, runtime), error: createErrorHandler(runtime) })
   const rootUrl = `http://127.0.0.1:${server.port}`
 
   const api: TestServer['api'] = (path, init = {}) => {
