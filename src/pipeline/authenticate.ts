@@ -6,6 +6,7 @@
 import { timingSafeEqual } from 'node:crypto'
 import { RouterError } from '../errors/router-error'
 import { parseCallerAddress } from '../management/ip-allowlist'
+import { bearerToken } from '../management/workspaces'
 import type { KeyEntry, Snapshot, WorkspaceEntry } from '../storage/snapshot'
 
 export const inferenceKeyPrefix = 'rt_live_'
@@ -26,24 +27,6 @@ export function presentedKey(headers: Headers, queryKey: string | null): string 
     if (token !== undefined) return token
   }
   return headers.get('x-api-key') ?? headers.get('x-goog-api-key') ?? headers.get('x-content-api-key') ?? queryKey ?? undefined
-}
-
-const isSpace = (code: number) => code === 32 || (code >= 9 && code <= 13) || code === 160
-
-/** The token of `Bearer <token>` (scheme in any case, one token, surrounding blanks allowed), scanned without a regular expression. */
-export function bearerToken(value: string): string | undefined {
-  const scheme = 'bearer'
-  for (let index = 0; index < scheme.length; index++) {
-    if ((value.charCodeAt(index) | 0x20) !== scheme.charCodeAt(index)) return undefined
-  }
-  let index = scheme.length
-  if (!isSpace(value.charCodeAt(index))) return undefined
-  while (isSpace(value.charCodeAt(index))) index++
-  const start = index
-  while (index < value.length && !isSpace(value.charCodeAt(index))) index++
-  const end = index
-  while (isSpace(value.charCodeAt(index))) index++
-  return end > start && index === value.length ? value.slice(start, end) : undefined
 }
 
 function sha256Hex(text: string): string {

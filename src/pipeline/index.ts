@@ -54,7 +54,8 @@ export async function handleInference(request: Request, route: InferenceRoute, d
     if (!handler) throw new RouterError('not_found', 'This endpoint is not served by this build.')
     return await handler(context, request, route, deps)
   } catch (error) {
-    // Never rejects: the fetch handler returns this promise as it is (no guard layer above it).
+    // The error path is guarded too: the fetch handler returns this promise as it is, and only a
+    // throw before the try (building the context) would reach Bun.serve's error handler.
     try {
       return failWith(context, deps, error)
     } catch (failure) {

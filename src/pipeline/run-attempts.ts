@@ -115,7 +115,10 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
 
       attempts++
       const startedAt = now()
-      let outcome: AttemptOutcome
+      // An answer to hand back: settled after the attempt's try, so a throwing hook can never be
+      // taken for a failed attempt (and the run never goes on after a success).
+      let answer: RunResult | undefined
+      let outcome!: AttemptOutcome
       let responseHeaders: Headers | undefined
       try {
         const response = await call.send(step, controller.signal)
@@ -132,17 +135,18 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
           clearTimeout(timer)
           call.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
           path.push(`${step.gateway}:ok`)
-          return settled(call, { kind: 'success', step, response, body, controller, startedAt, headersAt: call.stream ? headersAt : now(), failures, attempts, path })
-        }
-        if (controller.signal.aborted) throw new Error('aborted')
-        const text = await response.text()
-        clearTimeout(timer)
-        outcome = { kind: 'status', status: response.status, body: text }
-        const verdict = classify(outcome)
-        call.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt)
-        if (!verdict.retryable) {
-          path.push(`${step.gateway}:${verdict.reason}`)
-          return settled(call, { kind: 'relay', step, status: response.status, body: text, headers: response.headers, startedAt, headersAt, failures, attempts, path })
+          answer = { kind: 'success', step, response, body, controller, startedAt, headersAt: call.stream ? headersAt : now(), failures, attempts, path }
+        } else {
+          if (controller.signal.aborted) throw new Error('aborted')
+          const text = await response.text()
+          clearTimeout(timer)
+          outcome = { kind: 'status', status: response.status, body: text }
+          const verdict = classify(outcome)
+          call.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt)
+          if (!verdict.retryable) {
+            path.push(`${step.gateway}:${verdict.reason}`)
+            answer = { kind: 'relay', step, status: response.status, body: text, headers: response.headers, startedAt, headersAt, failures, attempts, path }
+          }
         }
       } catch (error) {
         clearTimeout(timer)
@@ -157,6 +161,7 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
               : { kind: 'unreachable' }
         call.onAttempt?.(step.gateway, outcome.kind, now() - startedAt)
       }
+      if (answer) return settled(call, answer)
       if (failures === noFailures) failures = []
       recordFailure(failures, path, { gateway: step.gateway, outcome, reason: classify(outcome).reason, headers: responseHeaders })
       if (outcome.kind === 'client-closed') return settled(call, clientClosed(failures, attempts, path))

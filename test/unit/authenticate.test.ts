@@ -1,6 +1,7 @@
-/** The presented key (SPEC "Authentication" 1): which header carries it and how `Bearer` is read. */
+/** The presented key (SPEC "Authentication" 1): which header carries it and how `Bearer` is read (inference and management keys alike). */
 import { describe, expect, test } from 'bun:test'
-import { bearerToken, presentedKey } from '../../src/pipeline/authenticate'
+import { bearerToken } from '../../src/management/workspaces'
+import { presentedKey } from '../../src/pipeline/authenticate'
 
 describe('bearerToken', () => {
   test('reads the token after the scheme, in any case, with surrounding blanks', () => {
@@ -10,7 +11,7 @@ describe('bearerToken', () => {
   })
 
   test('refuses a missing token, a missing separator, two tokens and other schemes', () => {
-    for (const value of ['Bearer', 'Bearer ', 'Bearer   ', 'Bearerrt_live_abc', 'Bearer a b', 'Basic rt_live_abc', 'xBearer rt_live_abc', '']) {
+    for (const value of ['Bearer', 'Bearer ', 'Bearer   ', 'Bearerrt_live_abc', 'Bearer a b', 'Basic rt_live_abc', 'xBearer rt_live_abc', '', null, undefined]) {
       expect(bearerToken(value)).toBeUndefined()
     }
   })
