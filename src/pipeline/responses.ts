@@ -7,7 +7,8 @@ import { RouterError } from '../errors/router-error'
 import { responsesToChat } from '../dialects/responses/convert-request'
 import { readResponseObject, writeResponseObject, type ResponseShell } from '../dialects/responses/convert-response'
 import { encodeResponsesStream } from '../dialects/responses/encode-stream'
-import { createSseDecoder, parseJson } from '../dialects/sse/decode'
+import { decodeSse, parseJson } from '../dialects/sse/decode'
+import type { EventSourceMessage } from 'eventsource-parser'
 import { sseEvent } from '../dialects/sse/encode'
 import { breakSafe } from '../dialects/stream-parts'
 import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
@@ -64,7 +65,7 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
   let terminal = false
   let sequence = 0
   let output!: TransformStreamDefaultController<Uint8Array>
-  const sse = createSseDecoder((event) => {
+  const onEvent = (event: EventSourceMessage) => {
     if (event.data === '[DONE]') return
     const data = parseJson(event.data) as Json | undefined
     if (!data || typeof data !== 'object') return
@@ -80,24 +81,24 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
       }
     }
     output.enqueue(sseEvent(type, data))
-  })
+  }
   const abortRecord = (message: string) => sseEvent('error', { type: 'error', sequence_number: sequence++, code: 'stream_aborted', message, param: null })
   return breakSafe(result.response.body!, () => {
     result.controller.abort('client-closed')
     end(499, 'client_closed')
   }).pipeThrough(
-    new TransformStream({
+    decodeSse<Uint8Array>({
       start(controller) {
         output = controller
       },
-      transform(chunk) {
-        if (!sse.feed(chunk) && !terminal) {
-          output.enqueue(abortRecord('The upstream stream broke off.'))
-          terminal = true
-          end(200, 'stream_aborted')
-        }
+      event: onEvent,
+      broke() {
+        if (terminal) return
+        output.enqueue(abortRecord('The upstream stream broke off.'))
+        terminal = true
+        end(200, 'stream_aborted')
       },
-      flush() {
+      end() {
         if (!terminal) {
           output.enqueue(abortRecord('The upstream stream ended before it was complete.'))
           end(200, 'stream_aborted')

@@ -4,7 +4,8 @@
  * vendor fields ignored. An upstream break, an in-stream error or a stream with no finish becomes
  * an `error` part; a clean end becomes `finish`.
  */
-import { createSseDecoder, parseJson } from '../sse/decode'
+import type { EventSourceMessage } from 'eventsource-parser'
+import { decodeSse, parseJson } from '../sse/decode'
 import { mapChatFinishReason, readChatUsage } from './convert-response'
 import type { ByteChunk, FinishReason, StreamPart, Usage } from '../stream-parts'
 
@@ -48,7 +49,7 @@ export function decodeChatStream(): TransformStream<ByteChunk, StreamPart> {
     output.enqueue({ type: 'error', message, code: 'stream_aborted' })
   }
 
-  const sse = createSseDecoder((event) => {
+  const onEvent = (event: EventSourceMessage) => {
     if (finished || failed) return
     if (event.data === '[DONE]') return finish()
     const chunk = parseJson(event.data) as ChatChunk | undefined
@@ -85,16 +86,17 @@ export function decodeChatStream(): TransformStream<ByteChunk, StreamPart> {
     if (choice?.finish_reason && finishReason !== 'refusal') finishReason = mapChatFinishReason(choice.finish_reason)
     const chunkUsage = readChatUsage(chunk.usage)
     if (chunkUsage) usage = chunkUsage
-  })
+  }
 
-  return new TransformStream<ByteChunk, StreamPart>({
+  return decodeSse<StreamPart>({
     start(controller) {
       output = controller
     },
-    transform(chunk) {
-      if (!sse.feed(chunk)) fail('The upstream stream broke off.')
+    event: onEvent,
+    broke() {
+      fail('The upstream stream broke off.')
     },
-    flush() {
+    end() {
       // A stream that gave a finish reason but no [DONE] still counts as complete.
       if (finishReason !== undefined) finish()
       else fail('The upstream stream ended before it was complete.')

@@ -3,7 +3,8 @@
  * function calls, and the terminal event with usage; encrypted reasoning is dropped; `error` and
  * `response.failed` become an `error` part.
  */
-import { createSseDecoder, parseJson } from '../sse/decode'
+import type { EventSourceMessage } from 'eventsource-parser'
+import { decodeSse, parseJson } from '../sse/decode'
 import type { ByteChunk, FinishReason, StreamPart } from '../stream-parts'
 import { readResponsesUsage } from './convert-response'
 
@@ -24,7 +25,7 @@ export function decodeResponsesStream(): TransformStream<ByteChunk, StreamPart> 
     output.enqueue({ type: 'error', message, code: 'stream_aborted' })
   }
 
-  const sse = createSseDecoder((event) => {
+  const onEvent = (event: EventSourceMessage) => {
     if (ended || event.data === '[DONE]') return
     const data = parseJson(event.data) as Json | undefined
     if (!data || typeof data !== 'object') return fail('The upstream sent an unreadable stream event.')
@@ -89,16 +90,17 @@ export function decodeResponsesStream(): TransformStream<ByteChunk, StreamPart> 
       default:
         return
     }
-  })
+  }
 
-  return new TransformStream<ByteChunk, StreamPart>({
+  return decodeSse<StreamPart>({
     start(controller) {
       output = controller
     },
-    transform(chunk) {
-      if (!sse.feed(chunk)) fail('The upstream stream broke off.')
+    event: onEvent,
+    broke() {
+      fail('The upstream stream broke off.')
     },
-    flush() {
+    end() {
       fail('The upstream stream ended before it was complete.')
     },
   })

@@ -2,21 +2,33 @@
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
 import { upstreamBroke, type ByteChunk } from '../stream-parts'
 
-export interface SseEvents {
-  /** Feeds bytes; calls `onEvent` for every complete event. Returns false after a break marker. */
-  feed(chunk: ByteChunk): boolean
+export interface SseHandlers<Out> {
+  /** Receives the stream's output when the stream starts. */
+  start(output: TransformStreamDefaultController<Out>): void
+  /** A complete event. */
+  event(event: EventSourceMessage): void
+  /** The upstream broke off (the upstreamBroke marker). */
+  broke(): void
+  /** The bytes ended. */
+  end(): void
 }
 
-export function createSseDecoder(onEvent: (event: EventSourceMessage) => void): SseEvents {
+/** SSE bytes → `Out` chunks, chunk by chunk: every upstream SSE reader is one of these. */
+export function decodeSse<Out>(handlers: SseHandlers<Out>): TransformStream<ByteChunk, Out> {
   const decoder = new TextDecoder()
-  const parser = createParser({ onEvent })
-  return {
-    feed(chunk) {
-      if (chunk === upstreamBroke) return false
-      parser.feed(decoder.decode(chunk, { stream: true }))
-      return true
+  const parser = createParser({ onEvent: handlers.event })
+  return new TransformStream<ByteChunk, Out>({
+    start(controller) {
+      handlers.start(controller)
     },
-  }
+    transform(chunk) {
+      if (chunk === upstreamBroke) handlers.broke()
+      else parser.feed(decoder.decode(chunk, { stream: true }))
+    },
+    flush() {
+      handlers.end()
+    },
+  })
 }
 
 export function parseJson(data: string): unknown {
