@@ -34,37 +34,32 @@ export function isModelMiss400(body: string): boolean {
   )
 }
 
+const verdict = (retryable: boolean, reason: string): Classified => Object.freeze({ retryable, reason })
+
+/** The outcomes without a status have one verdict each. */
+const verdicts: Record<Exclude<AttemptOutcome['kind'], 'status'>, Classified> = {
+  'ttfb-timeout': verdict(true, 'ttfb-timeout'),
+  timeout: verdict(true, 'timeout'),
+  deadline: verdict(false, 'deadline'),
+  unreachable: verdict(true, 'unreachable'),
+  'client-closed': verdict(false, 'client-closed'),
+  unreadable: verdict(true, 'unknown'),
+  skipped: verdict(true, 'skipped'),
+}
+const serverError = verdict(true, 'server-error')
+const rateLimited = verdict(true, 'rate-limited')
+const providerAuth = verdict(true, 'provider-auth')
+const noModel = verdict(true, 'no-model')
+
 export function classify(outcome: AttemptOutcome): Classified {
-  switch (outcome.kind) {
-    case 'ttfb-timeout':
-      return { retryable: true, reason: 'ttfb-timeout' }
-    case 'timeout':
-      return { retryable: true, reason: 'timeout' }
-    case 'deadline':
-      return { retryable: false, reason: 'deadline' }
-    case 'unreachable':
-      return { retryable: true, reason: 'unreachable' }
-    case 'client-closed':
-      return { retryable: false, reason: 'client-closed' }
-    case 'unreadable':
-      return { retryable: true, reason: 'unknown' }
-    case 'skipped':
-      return { retryable: true, reason: 'skipped' }
-    case 'status': {
-      const { status } = outcome
-      if (status >= 500) return { retryable: true, reason: 'server-error' }
-      if (status === 429) return { retryable: true, reason: 'rate-limited' }
-      if (status === 401) return { retryable: true, reason: 'provider-auth' }
-      if (status === 404) return { retryable: true, reason: 'no-model' }
-      if (status === 400) return isModelMiss400(outcome.body) ? { retryable: true, reason: 'no-model' } : { retryable: false, reason: 'http-400' }
-      if (status === 402 || status === 403) return { retryable: true, reason: `http-${status}` }
-      return { retryable: false, reason: `http-${status}` }
-    }
-    default: {
-      const exhaustive: never = outcome
-      return exhaustive
-    }
-  }
+  if (outcome.kind !== 'status') return verdicts[outcome.kind]
+  const { status } = outcome
+  if (status >= 500) return serverError
+  if (status === 429) return rateLimited
+  if (status === 401) return providerAuth
+  if (status === 404) return noModel
+  if (status === 400) return isModelMiss400(outcome.body) ? noModel : verdict(false, 'http-400')
+  return verdict(status === 402 || status === 403, `http-${status}`)
 }
 
 export interface FailedAttempt {
