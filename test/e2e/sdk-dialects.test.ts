@@ -14,6 +14,7 @@ import OpenAI from 'openai'
 import { startMockGateway, type MockGateway, type MockHandler, type RecordedRequest } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
 import { bearerHeader, httpCall } from '../harness/api'
+import { expectResponsesGrammar, type ClientEvent } from '../harness/client-sse'
 
 const fixtures = join(import.meta.dir, '..', 'fixtures')
 const fixtureText = (path: string) => readFileSync(join(fixtures, path), 'utf8')
@@ -115,11 +116,6 @@ interface Raw {
 const raw = (method: string, path: string, secret: string | undefined, body?: unknown, headers: Record<string, string> = {}): Promise<Raw> =>
   httpCall(server, method, path, body, { ...bearerHeader(secret), ...headers })
 
-interface ClientEvent {
-  event?: string
-  data: any
-}
-
 function parseSse(text: string): ClientEvent[] {
   return text
     .split('\n\n')
@@ -130,25 +126,6 @@ function parseSse(text: string): ClientEvent[] {
       const payload = lines.filter((line) => line.startsWith('data: ')).map((line) => line.slice(6)).join('\n')
       return { ...(event ? { event } : {}), data: payload === '[DONE]' ? '[DONE]' : JSON.parse(payload) }
     })
-}
-
-const terminalTypes = ['response.completed', 'response.incomplete', 'response.failed', 'error']
-
-/** SPEC "POST /responses": one response.created, one terminal event, continuous sequence_number and output_index. */
-function expectResponsesGrammar(events: ClientEvent[]) {
-  const types = events.map((event) => event.data.type as string)
-  expect(types[0]).toBe('response.created')
-  expect(types.filter((type) => type === 'response.created')).toHaveLength(1)
-  expect(types.filter((type) => terminalTypes.includes(type))).toHaveLength(1)
-  expect(terminalTypes).toContain(types.at(-1)!)
-  expect(events.map((event) => event.data.sequence_number)).toEqual(events.map((_, index) => index))
-  let open = -1
-  for (const { data } of events) {
-    if (data.type === 'response.output_item.added') {
-      expect(data.output_index).toBe(open + 1)
-      open = data.output_index
-    } else if (typeof data.output_index === 'number') expect(data.output_index).toBe(open)
-  }
 }
 
 const anthropic = (secret: string) => new Anthropic({ apiKey: secret, baseURL: server.rootUrl, maxRetries: 0 })

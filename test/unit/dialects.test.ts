@@ -25,6 +25,7 @@ import { encodeResponsesStream } from '../../src/dialects/responses/encode-strea
 import { upstreamBroke, type ByteChunk, type StreamPart } from '../../src/dialects/stream-parts'
 import type { AssistantResult } from '../../src/dialects/assistant-result'
 import { RouterError } from '../../src/errors/router-error'
+import { expectResponsesGrammar, parseClientSse, type ClientEvent } from '../harness/client-sse'
 
 const fixtures = join(import.meta.dir, '..', 'fixtures')
 const recorded = join(import.meta.dir, '..', '..', '..', 'shared', 'fixtures', 'upstream')
@@ -95,28 +96,7 @@ function randomPieces(bytes: Uint8Array, seed = 7): Uint8Array[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Client transcripts: strict framing parse and normalisation
-
-interface ClientEvent {
-  event?: string
-  data: any
-}
-
-/** Parses our encoders' output strictly: records `[event: X\n]data: Y\n\n`, nothing else. */
-function parseClientSse(text: string): ClientEvent[] {
-  expect(text.endsWith('\n\n') || text === '').toBe(true)
-  const records = text.split('\n\n')
-  expect(records.pop()).toBe('')
-  return records.map((record) => {
-    const lines = record.split('\n')
-    let event: string | undefined
-    if (lines[0]!.startsWith('event: ')) event = lines.shift()!.slice('event: '.length)
-    expect(lines).toHaveLength(1)
-    expect(lines[0]!.startsWith('data: ')).toBe(true)
-    const payload = lines[0]!.slice('data: '.length)
-    return { ...(event !== undefined ? { event } : {}), data: payload === '[DONE]' ? '[DONE]' : JSON.parse(payload) }
-  })
-}
+// Client transcripts: normalisation (the strict framing parse is parseClientSse in the harness)
 
 const genericError = '<error message>'
 
@@ -180,37 +160,6 @@ async function expectEveryReplay(upstreamPath: string, expectedPath: string, tra
       expect(actual).toEqual(expected)
     }
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Responses stream grammar (SPEC "POST /responses": one response.created, one terminal event,
-// continuous sequence_number and output_index)
-
-const terminalTypes = ['response.completed', 'response.incomplete', 'response.failed', 'error']
-
-function expectResponsesGrammar(events: ClientEvent[]) {
-  const types = events.map((event) => event.data.type as string)
-  for (const event of events) expect(event.event).toBe(event.data.type)
-  expect(types[0]).toBe('response.created')
-  expect(types.filter((type) => type === 'response.created')).toHaveLength(1)
-  expect(types.filter((type) => terminalTypes.includes(type))).toHaveLength(1)
-  expect(terminalTypes).toContain(types.at(-1)!)
-  expect(events.map((event) => event.data.sequence_number)).toEqual(events.map((_, index) => index))
-  let open = -1
-  const openItems = new Set<number>()
-  for (const { data } of events) {
-    if (data.type === 'response.output_item.added') {
-      expect(data.output_index).toBe(open + 1)
-      open = data.output_index
-      openItems.add(open)
-    } else if (typeof data.output_index === 'number') {
-      expect(data.output_index).toBe(open)
-      if (data.type === 'response.output_item.done') openItems.delete(open)
-    }
-  }
-  if (types.at(-1) !== 'error') expect([...openItems]).toEqual([])
-  const terminal = events.at(-1)!.data
-  if (terminal.response) expect(terminal.response.output.length).toBe(open + 1)
 }
 
 // =============================================================================================
@@ -387,15 +336,22 @@ function summarise(parts: StreamPart[]): Summary {
   return summary
 }
 
+/** The JSON payload of every `data:` line of a recorded stream, in order ([DONE] left out): read without the decoders. */
+function dataPayloads(text: string): any[] {
+  const payloads: any[] = []
+  for (const line of text.split(/\r?\n/)) {
+    if (!line.startsWith('data:')) continue
+    const payload = line.slice(5).trim()
+    if (payload !== '[DONE]') payloads.push(JSON.parse(payload))
+  }
+  return payloads
+}
+
 /** An independent reading of a recorded chat stream: every `data:` line's delta fields, in order. */
 function chatOracle(text: string) {
   let content = ''
   let reasoning = ''
-  for (const line of text.split(/\r?\n/)) {
-    if (!line.startsWith('data:')) continue
-    const payload = line.slice(5).trim()
-    if (payload === '[DONE]') continue
-    const chunk = JSON.parse(payload)
+  for (const chunk of dataPayloads(text)) {
     const delta = chunk.choices?.[0]?.delta ?? {}
     if (typeof delta.content === 'string') content += delta.content
     const thought = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : typeof delta.reasoning === 'string' ? delta.reasoning : ''
@@ -407,11 +363,7 @@ function chatOracle(text: string) {
 function responsesOracle(text: string) {
   let content = ''
   let reasoning = ''
-  for (const line of text.split(/\r?\n/)) {
-    if (!line.startsWith('data:')) continue
-    const payload = line.slice(5).trim()
-    if (payload === '[DONE]') continue
-    const event = JSON.parse(payload)
+  for (const event of dataPayloads(text)) {
     if (event.type === 'response.output_text.delta') content += event.delta
     if (event.type === 'response.reasoning_summary_text.delta' || event.type === 'response.reasoning_text.delta') reasoning += event.delta
   }
