@@ -8,6 +8,12 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 
 bun_version="1.4.5"
+# One set-up at a time: scripts started together on a fresh clone (the mock gateway and the
+# service, say) would otherwise install into .tools/ and node_modules/ at once, and the second
+# would find a half-installed Bun. flock is util-linux; where it is missing the lock is skipped.
+mkdir -p "$repo_root/.tools"
+exec 9>"$repo_root/.tools/setup.lock"
+if command -v flock >/dev/null 2>&1; then flock 9; fi
 if ! command -v bun >/dev/null 2>&1; then
   local_bun="$repo_root/.tools/node_modules/.bin/bun"
   if [ ! -x "$local_bun" ]; then
@@ -20,5 +26,6 @@ fi
 if [ "${RT_SKIP_INSTALL:-0}" != "1" ]; then
   bun install --frozen-lockfile >&2
 fi
+exec 9>&-
 # Relative settings such as RT_DATA_DIR=./data resolve from where the command was run.
 cd "$caller_dir"
