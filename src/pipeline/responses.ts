@@ -5,8 +5,8 @@
  */
 import { RouterError } from '../errors/router-error'
 import { responsesToChat } from '../dialects/responses/convert-request'
-import { readResponseObject, writeResponseObject, type ResponseShell } from '../dialects/responses/convert-response'
-import { encodeResponsesStream } from '../dialects/responses/encode-stream'
+import { readResponseObject, responseEnvelope, writeResponseObject, type ResponseShell } from '../dialects/responses/convert-response'
+import { encodeResponsesStream, failedResponseEvent, streamErrorEvent } from '../dialects/responses/encode-stream'
 import { decodeSse, parseJson } from '../dialects/sse/decode'
 import type { EventSourceMessage } from 'eventsource-parser'
 import { sseEvent } from '../dialects/sse/encode'
@@ -18,7 +18,7 @@ import { failWith, finishWith, recordServingAttempt, trackStream } from './finis
 import { isObject, readJsonBody } from './read-body'
 import { requireModel } from './prepare-chat'
 import { setRoutingHeaders } from './respond'
-import { issueResponseId, readResponseId, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
+import { isUnixSeconds, issueNativeResponseId, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
 import { answerChatDialect, runRoutedCall } from './routed-call'
 import type { RunResult } from './run-attempts'
 import { answerTranslated } from './translated-call'
@@ -55,25 +55,74 @@ function appendSteering(body: Json, steering: string | null | undefined): Json {
   return { ...body, instructions }
 }
 
-/** Rewrites the `id` of a Response object (and of `response` inside stream events). */
-function rewriteResponse(value: Json, id: string): Json {
-  return { ...value, id }
+/** Our id for a gateway's response; a response without a gateway id gets a fresh, unchainable one. */
+type IssueId = (upstreamId: unknown, upstreamCreatedAt: unknown) => string
+
+function idIssuer(deps: InferenceDeps, providerKeyId: string, keyId: string): IssueId {
+  let last: { upstreamId: string; createdAt: number; id: string } | undefined
+  return (upstreamId, upstreamCreatedAt) => {
+    const createdAt = responseCreatedAt(upstreamCreatedAt, Date.now())
+    if (typeof upstreamId !== 'string' || !upstreamId) return issueTranslatedResponseId({ providerKeyId, keyId, createdAt }, deps.sign)
+    // Stream events repeat the response object; its id is signed once.
+    if (last?.upstreamId !== upstreamId || last.createdAt !== createdAt) last = { upstreamId, createdAt, id: issueNativeResponseId({ providerKeyId, keyId, createdAt, upstreamId }, deps.sign) }
+    return last.id
+  }
 }
 
-function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'success' }>, ourId: (upstreamId: string) => string): ReadableStream<Uint8Array> {
+/**
+ * A gateway's Response object with every id field the client sees in our form (SPEC "Chaining": the
+ * gateway's own ids stay on the upstream wire): `id`, and `previous_response_id` as the id the client
+ * chained from. A previous id we cannot name is not passed on.
+ */
+function rewriteResponse(value: Json, id: string, previousId: string | null): Json {
+  return { ...value, id, previous_response_id: value.previous_response_id === undefined ? undefined : previousId }
+}
+
+function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'success' }>, issueId: IssueId, previousId: string | null, request: Json): ReadableStream<Uint8Array> {
   const end = trackStream(context, deps)
   let terminal = false
   let sequence = 0
+  /** The last response snapshot the client saw, and the items finished since: a failed stream's response. */
+  let snapshot: Json | undefined
+  const finishedItems: Json[] = []
+  let reportedError: { code: string; message: string } | undefined
   let output!: TransformStreamDefaultController<Uint8Array>
+
+  const emitFailure = (code: string, message: string, errorAlreadySent: boolean) => {
+    if (!snapshot) {
+      // Broke before the gateway described its response: the client still gets the one response.created.
+      const createdAt = Math.floor(Date.now() / 1000)
+      snapshot = responseEnvelope({ id: issueId('', createdAt), model: String(request.model ?? ''), createdAt, request }, 'in_progress')
+      output.enqueue(sseEvent('response.created', { type: 'response.created', sequence_number: sequence++, response: snapshot }))
+    }
+    if (!errorAlreadySent) output.enqueue(streamErrorEvent(sequence++, code, message))
+    output.enqueue(failedResponseEvent({ ...snapshot, output: finishedItems }, sequence++, code, message))
+    terminal = true
+  }
+
   const onEvent = (event: EventSourceMessage) => {
-    if (event.data === '[DONE]') return
+    if (terminal || event.data === '[DONE]') return
     const data = parseJson(event.data) as Json | undefined
     if (!data || typeof data !== 'object') return
     if (typeof data.sequence_number === 'number') sequence = data.sequence_number + 1
-    if (isObject(data.response) && typeof data.response.id === 'string') data.response = rewriteResponse(data.response, ourId(data.response.id))
+    if (isObject(data.response) && typeof data.response.id === 'string') {
+      data.response = rewriteResponse(data.response, issueId(data.response.id, data.response.created_at), previousId)
+      snapshot = data.response
+    }
     const type = String(data.type ?? event.event ?? 'message')
-    if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed' || type === 'error') {
+    if (type === 'response.output_item.done' && isObject(data.item)) finishedItems.push(data.item)
+    if (type === 'error') {
+      // The real API nests the error; a gateway that sends the older flat form is put in that shape.
+      const flat = !isObject(data.error)
+      if (flat) data.error = { type: String(data.code ?? 'server_error'), code: data.code ?? null, message: String(data.message ?? 'The upstream reported an error.'), param: data.param ?? null }
+      const error = data.error as Json
+      reportedError = { code: String(error.code ?? error.type ?? 'server_error'), message: String(error.message ?? '') }
+      output.enqueue(sseEvent(type, flat ? { type, sequence_number: data.sequence_number, error: data.error } : data))
+      return
+    }
+    if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') {
       terminal = true
+      if (type === 'response.failed') reportedError ??= { code: String(data.response?.error?.code ?? 'server_error'), message: String(data.response?.error?.message ?? '') }
       const usage = data.response?.usage
       if (usage) {
         context.inputTokens = usage.input_tokens
@@ -82,7 +131,6 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
     }
     output.enqueue(sseEvent(type, data))
   }
-  const abortRecord = (message: string) => sseEvent('error', { type: 'error', sequence_number: sequence++, code: 'stream_aborted', message, param: null })
   return breakSafe(result.response.body!, () => {
     result.controller.abort('client-closed')
     end(499, 'client_closed')
@@ -94,15 +142,15 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
       event: onEvent,
       broke() {
         if (terminal) return
-        output.enqueue(abortRecord('The upstream stream broke off.'))
-        terminal = true
+        if (reportedError) emitFailure(reportedError.code, reportedError.message, true)
+        else emitFailure('stream_aborted', 'The upstream stream broke off.', false)
         end(200, 'stream_aborted')
       },
       end() {
-        if (!terminal) {
-          output.enqueue(abortRecord('The upstream stream ended before it was complete.'))
-          end(200, 'stream_aborted')
-        } else end(200, undefined)
+        if (terminal) return end(200, reportedError ? 'stream_aborted' : undefined)
+        if (reportedError) emitFailure(reportedError.code, reportedError.message, true)
+        else emitFailure('stream_aborted', 'The upstream stream ended before it was complete.', false)
+        end(200, 'stream_aborted')
       },
     }),
   )
@@ -168,15 +216,11 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
   }
 
   const provider = result.step.provider
-  const createdAt = Math.floor(Date.now() / 1000)
+  const issueId = idIssuer(deps, provider.id, key.id)
   if (!isNative(provider)) {
     context.headers['x-router-responses-mode'] = 'translated'
-    const shell: ResponseShell = {
-      id: issueResponseId({ providerKeyId: provider.id, keyId: key.id, createdAt, upstreamId: '' }, deps.sign),
-      model,
-      createdAt,
-      request: body,
-    }
+    const createdAt = Math.floor(Date.now() / 1000)
+    const shell: ResponseShell = { id: issueId('', createdAt), model, createdAt, request: body }
     return answerTranslated(context, deps, result, {
       buffered: (reply) => writeResponseObject(reply, shell),
       encode: () => encodeResponsesStream(shell),
@@ -185,11 +229,12 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
 
   context.headers['x-router-responses-mode'] = 'native'
   recordServingAttempt(context, result)
-  const ourId = (upstreamId: string) => issueResponseId({ providerKeyId: provider.id, keyId: key.id, createdAt, upstreamId }, deps.sign)
+  // A chained turn's previous response is the one the client named, in the client's own spelling.
+  const previousId = chain ? (value.previous_response_id as string) : null
   if (context.stream && result.response.body) {
     context.headers['content-type'] = 'text/event-stream; charset=utf-8'
     context.headers['cache-control'] = 'no-cache'
-    return new Response(nativeStream(context, deps, result, ourId), { status: 200, headers: context.responseHeaders() })
+    return new Response(nativeStream(context, deps, result, issueId, previousId, body), { status: 200, headers: context.responseHeaders() })
   }
   let parsed: Json
   try {
@@ -204,39 +249,55 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
     context.outputTokens = Number(parsed.usage.output_tokens) || 0
   }
   context.headers['content-type'] = 'application/json'
-  return finishWith(context, deps, new Response(JSON.stringify(rewriteResponse(parsed, ourId(String(parsed.id ?? '')))), { status: 200, headers: context.responseHeaders() }))
+  const response = rewriteResponse(parsed, issueId(parsed.id, parsed.created_at), previousId)
+  return finishWith(context, deps, new Response(JSON.stringify(response), { status: 200, headers: context.responseHeaders() }))
 }
 
 export const handleRetrieveResponse: EndpointHandler = async (context, request, route, deps) => {
   const { claims, provider } = resolveChain(context, deps, route.parameter, 'retrieve')
-  const started = performance.now()
-  context.attempts = 1
   context.gateway = provider.gateway.id
   context.providerKeyId = provider.id
-  const timeoutMs = Math.min(context.key!.upstreamTimeoutMs ?? 60_000, deps.config.deadlineMs)
-  let upstream: Response
-  let text: string
+  const deadline = performance.now() + Math.min(context.key!.upstreamTimeoutMs ?? 60_000, deps.config.deadlineMs)
+  const fetchStored = async (upstreamId: string) => {
+    const started = performance.now()
+    context.attempts++
+    try {
+      const upstream = await deps.fetch(upstreamUrl(provider, `/responses/${encodeURIComponent(upstreamId)}`), {
+        headers: upstreamHeaders(provider, [], false),
+        signal: AbortSignal.any([request.signal, AbortSignal.timeout(Math.max(1, deadline - performance.now()))]),
+      })
+      return { upstream, text: await upstream.text() }
+    } finally {
+      context.upstreamWaitMs += performance.now() - started
+    }
+  }
+  let stored: Awaited<ReturnType<typeof fetchStored>>
   try {
-    upstream = await deps.fetch(upstreamUrl(provider, `/responses/${encodeURIComponent(claims.upstreamId)}`), {
-      headers: upstreamHeaders(provider, [], false),
-      signal: AbortSignal.any([request.signal, AbortSignal.timeout(timeoutMs)]),
-    })
-    text = await upstream.text()
+    stored = await fetchStored(claims.upstreamId)
   } catch {
-    context.upstreamWaitMs += performance.now() - started
     throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} could not be reached.`)
   }
-  context.upstreamWaitMs += performance.now() - started
+  const { upstream, text } = stored
   setRoutingHeaders(context, provider.gateway.id, [], upstream.headers)
   context.headers['content-type'] = 'application/json'
   if (!upstream.ok) return finishWith(context, deps, new Response(text, { status: upstream.status, headers: context.responseHeaders() }), `upstream_${upstream.status}`)
-  let parsed: Json
-  try {
-    parsed = JSON.parse(text) as Json
-    if (!isObject(parsed)) throw new SyntaxError('not an object')
-  } catch {
-    throw new RouterError('upstream_unreadable', `The gateway ${provider.gateway.id} answered with something that is not a Response object.`)
+  const parsed = parseJson(text) as Json | undefined
+  if (!isObject(parsed)) throw new RouterError('upstream_unreadable', `The gateway ${provider.gateway.id} answered with something that is not a Response object.`)
+  // The previous turn's id as the client was given it: that id is a function of the gateway's id and
+  // creation time (see response-ids.ts), and the creation time is on the stored previous response.
+  let previousId: string | null = null
+  if (typeof parsed.previous_response_id === 'string' && parsed.previous_response_id) {
+    const previousUpstreamId = parsed.previous_response_id
+    let previousCreatedAt: unknown
+    try {
+      const previous = await fetchStored(previousUpstreamId)
+      if (previous.upstream.ok) previousCreatedAt = (parseJson(previous.text) as Json | undefined)?.created_at
+    } catch {
+      // Unreachable now: the id below still names the right response, with an approximate lifetime.
+    }
+    if (previousCreatedAt === undefined) deps.logger.warn('previous_response_lookup_failed', { request_id: context.requestId, gateway: provider.gateway.id })
+    previousId = issueNativeResponseId({ ...claims, upstreamId: previousUpstreamId, createdAt: isUnixSeconds(previousCreatedAt) ? previousCreatedAt : claims.createdAt }, deps.sign)
   }
-  const id = issueResponseId({ ...claims }, deps.sign)
-  return finishWith(context, deps, new Response(JSON.stringify(rewriteResponse(parsed, id)), { status: 200, headers: context.responseHeaders() }))
+  // The id is the one the client asked for, exactly as it was issued.
+  return finishWith(context, deps, new Response(JSON.stringify(rewriteResponse(parsed, route.parameter!, previousId)), { status: 200, headers: context.responseHeaders() }))
 }

@@ -136,7 +136,8 @@ function responseObject(id: string, text: string, extra: Record<string, unknown>
   return {
     id,
     object: 'response',
-    created_at: 1_700_000_600,
+    // A gateway reports the time it made the response (its ids carry it, see response-ids.ts).
+    created_at: Math.floor(Date.now() / 1000),
     status: 'completed',
     error: null,
     incomplete_details: null,
@@ -646,7 +647,7 @@ describe('Responses via openai: native gateways and chaining', () => {
     expect(mocks.retrieve.calls('/responses').at(-1)!.body.previous_response_id).toBe('resp_fx1')
   })
 
-  test('a native stream that ends before its terminal event ends with one event: error (stream_aborted), sequence continuous', async () => {
+  test('a native stream that ends before its terminal event ends with error then one terminal response.failed, sequence continuous', async () => {
     const key = await createKey('chat', ['retrieve'])
     const full = fixtureText('responses/text.upstream.sse')
     const truncated = full.slice(0, full.indexOf('event: response.completed'))
@@ -655,9 +656,40 @@ describe('Responses via openai: native gateways and chaining', () => {
     expect(result.status).toBe(200)
     const events = parseSse(result.text)
     expectResponsesGrammar(events)
-    expect(events.at(-1)!.event).toBe('error')
-    expect(events.at(-1)!.data.code).toBe('stream_aborted')
-    expect(events.filter((event) => event.event === 'error')).toHaveLength(1)
+    expect(events.slice(-2).map((event) => event.event)).toEqual(['error', 'response.failed'])
+    expect(events.at(-2)!.data.error).toEqual({ type: 'server_error', code: 'stream_aborted', message: expect.any(String), param: null })
+    const failed = events.at(-1)!.data.response
+    expect(failed).toMatchObject({ id: events[0]!.data.response.id, status: 'failed', error: { code: 'stream_aborted', message: events.at(-2)!.data.error.message } })
+    expect(failed.id).toMatch(/^resp_rt_/)
+    // The finished message the client saw is in the failed response.
+    expect(failed.output.map((item: any) => item.type)).toEqual(['message'])
+  })
+
+  test('a gateway error mid-stream: the real API’s error + response.failed pass through as one terminal; a flat error or an error with no terminal gets both', async () => {
+    const key = await createKey('chat', ['retrieve'])
+    const head = fixtureText('responses/text.upstream.sse')
+    const opening = head.slice(0, head.indexOf('event: response.output_item.added'))
+    const sse = (events: object[]) => new Response(opening + events.map((event: any) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join(''), { headers: { 'content-type': 'text/event-stream' } })
+    const created = parseSse(opening).find((event) => event.data.type === 'response.created')!.data
+    const nested = { type: 'error', sequence_number: 2, error: { type: 'insufficient_quota', code: 'insufficient_quota', message: 'You exceeded your current quota.', param: null } }
+    const failedEvent = { type: 'response.failed', sequence_number: 3, response: { ...created.response, status: 'failed', error: { code: 'insufficient_quota', message: 'You exceeded your current quota.' } } }
+
+    route(mocks.retrieve, { '/responses': () => sse([nested, failedEvent]) })
+    const passed = parseSse((await raw('POST', '/v1/responses', key.secret, { model: 'openai/gpt-fx', input: 'Hi', stream: true })).text)
+    expectResponsesGrammar(passed)
+    expect(passed.at(-2)!.data).toEqual(nested)
+    expect(passed.at(-1)!.data.response).toMatchObject({ status: 'failed', error: failedEvent.response.error })
+    expect(passed.at(-1)!.data.response.id).toBe(passed[0]!.data.response.id)
+
+    for (const upstreamError of [nested, { type: 'error', sequence_number: 2, code: 'server_error', message: 'Flat and final.', param: null }]) {
+      route(mocks.retrieve, { '/responses': () => sse([upstreamError]) })
+      const events = parseSse((await raw('POST', '/v1/responses', key.secret, { model: 'openai/gpt-fx', input: 'Hi', stream: true })).text)
+      expectResponsesGrammar(events)
+      expect(events.slice(-2).map((event) => event.event)).toEqual(['error', 'response.failed'])
+      const error = events.at(-2)!.data.error
+      expect(error.message).toBe('error' in upstreamError ? upstreamError.error.message : upstreamError.message)
+      expect(events.at(-1)!.data.response.error).toEqual({ code: error.code, message: error.message })
+    }
   })
 
   test('failover in the middle of the route; the chained turn is pinned to the provider that holds the state, with no failover', async () => {
@@ -759,6 +791,52 @@ describe('Responses via openai: native gateways and chaining', () => {
     expect(notStored.json.error.code).toBe('responses_retrieve_unsupported')
   })
 
+  test('a chained turn shows only our ids: previous_response_id in the reply, in every stream event and in GET /responses/{id}', async () => {
+    const key = await createKey('chat', ['retrieve'])
+    const client = openai(key.secret)
+    // A stateful gateway: it stores what it answers and reports its own previous ids.
+    const stored = new Map<string, Record<string, unknown>>()
+    let made = 0
+    mocks.retrieve.handle((request) => {
+      if (request.method === 'GET') {
+        const found = stored.get(decodeURIComponent(request.path.slice(request.path.lastIndexOf('/') + 1)))
+        return found ? { json: found } : { status: 404, json: { error: { message: 'No response found.', type: 'invalid_request_error' } } }
+      }
+      if (!request.path.endsWith('/responses')) return undefined
+      const object = responseObject(`resp_gw_${++made}`, `turn ${made}`, { previous_response_id: request.body.previous_response_id ?? null })
+      stored.set(object.id, object)
+      if (!request.body.stream) return { json: object }
+      const inProgress = { ...object, status: 'in_progress', output: [], usage: null }
+      return { sse: [{ type: 'response.created', sequence_number: 0, response: inProgress }, { type: 'response.in_progress', sequence_number: 1, response: inProgress }, { type: 'response.completed', sequence_number: 2, response: object }] }
+    })
+
+    const first = await client.responses.create({ model: 'openai/gpt-fx', input: 'Hi' })
+    expect(first.previous_response_id).toBeNull()
+    const second = await client.responses.create({ model: 'openai/gpt-fx', input: 'More', previous_response_id: first.id })
+    expect(mocks.retrieve.calls('/responses').at(-1)!.body.previous_response_id).toBe('resp_gw_1')
+    expect(second.previous_response_id).toBe(first.id)
+
+    const streamed = parseSse((await raw('POST', '/v1/responses', key.secret, { model: 'openai/gpt-fx', input: 'Stream', stream: true, previous_response_id: second.id })).text)
+    expect(mocks.retrieve.calls('/responses').at(-1)!.body.previous_response_id).toBe('resp_gw_2')
+    const carrying = streamed.filter((event) => event.data.response)
+    expect(carrying.map((event) => event.data.type)).toEqual(['response.created', 'response.in_progress', 'response.completed'])
+    for (const event of carrying) expect(event.data.response.previous_response_id).toBe(second.id)
+    const third = carrying[0]!.data.response.id as string
+    expect(third).toMatch(/^resp_rt_/)
+
+    // Retrieval gives each object exactly the ids the client was handed.
+    const fetchedSecond = await client.responses.retrieve(second.id)
+    expect(fetchedSecond.id).toBe(second.id)
+    expect(fetchedSecond.previous_response_id).toBe(first.id)
+    const fetchedThird = await client.responses.retrieve(third)
+    expect(fetchedThird.id).toBe(third)
+    expect(fetchedThird.previous_response_id).toBe(second.id)
+    expect((await client.responses.retrieve(first.id)).previous_response_id).toBeNull()
+    // No response id the client saw is a gateway's (item ids inside the output are the gateway's own).
+    const seen = JSON.stringify([first, second, streamed, fetchedSecond, fetchedThird])
+    expect(seen).not.toMatch(/"resp_gw_\d+"/)
+  })
+
   test('steering is appended to instructions (native and translated)', async () => {
     const steering = 'Answer in French.'
     const nativeKey = await createKey('chat', ['retrieve'], { steering_message: steering })
@@ -844,16 +922,52 @@ describe('Responses via openai: the translated gateway kind', () => {
     expect(types.at(-1)).toBe('response.completed')
   })
 
-  test('a translated stream cut mid-event ends with one event: error after one response.created', async () => {
+  test('a translated stream cut mid-event ends with error then response.failed after one response.created', async () => {
     const key = await createKey('chat', ['translated'])
     route(mocks.translated, { '/chat/completions': () => sseReply('chat/cut-mid-event.upstream.sse') })
     const result = await raw('POST', '/v1/responses', key.secret, { model: 'deepseek/fx', input: 'Hi', stream: true })
     expect(result.status).toBe(200)
     const events = parseSse(result.text)
     expectResponsesGrammar(events)
-    expect(events.at(-1)!.event).toBe('error')
-    expect(events.at(-1)!.data.code).toBe('stream_aborted')
+    expect(events.slice(-2).map((event) => event.event)).toEqual(['error', 'response.failed'])
+    expect(events.at(-2)!.data.error.code).toBe('stream_aborted')
+    expect(events.at(-1)!.data.response.status).toBe('failed')
     expect(events.filter((event) => event.data.type === 'response.output_text.delta').map((event) => event.data.delta).join('')).toBe('Partial ')
+    expect(events.at(-1)!.data.response.output[0].content[0].text).toBe('Partial ')
+
+    // The SDK sees the failure as the stream's end.
+    const stream = await openai(key.secret).responses.create({ model: 'deepseek/fx', input: 'Hi', stream: true })
+    const types: string[] = []
+    let caught: unknown
+    try {
+      for await (const event of stream) types.push(event.type)
+    } catch (error) {
+      caught = error
+    }
+    expect(caught ?? types.at(-1)).toBeDefined()
+    expect(types.filter((type) => type === 'response.created')).toHaveLength(1)
+  })
+
+  test('three translated responses within one second each get their own id, and each still names its provider', async () => {
+    const key = await createKey('chat', ['translated'])
+    route(mocks.translated, { '/chat/completions': (request) => (request.body?.stream ? sseReply('chat/text.upstream.sse') : { json: fixtureJson('chat/text.upstream.json') }) })
+    const client = openai(key.secret)
+    // In parallel, so within one second: the old ids (key, provider, second) were all the same.
+    const buffered = await Promise.all([1, 2, 3].map(() => client.responses.create({ model: 'deepseek/fx', input: 'Hi' })))
+    const streamed: string[] = []
+    for (let index = 0; index < 2; index++) {
+      const events = parseSse((await raw('POST', '/v1/responses', key.secret, { model: 'deepseek/fx', input: 'Hi', stream: true })).text)
+      expect(events.at(-1)!.data.response.id).toBe(events[0]!.data.response.id)
+      streamed.push(events[0]!.data.response.id)
+    }
+    const ids = [...buffered.map((response) => response.id), ...streamed]
+    expect(new Set(ids).size).toBe(5)
+    for (const id of ids) {
+      expect(id).toMatch(/^resp_rt_/)
+      // Each id still encodes the provider that served it: chaining is refused for that provider's reason.
+      const follow = await raw('POST', '/v1/responses', key.secret, { model: 'deepseek/fx', input: 'More', previous_response_id: id })
+      expect(follow.json.error.code).toBe('response_chain_unsupported_target')
+    }
   })
 
   test('a reasoning-budget exhaustion: status incomplete, max_output_tokens, reasoning_tokens (buffered and streamed)', async () => {

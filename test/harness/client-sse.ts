@@ -26,9 +26,12 @@ export function parseClientSse(text: string): ClientEvent[] {
   })
 }
 
-const terminalTypes = ['response.completed', 'response.incomplete', 'response.failed', 'error']
+const terminalTypes = ['response.completed', 'response.incomplete', 'response.failed']
 
-/** The Responses stream grammar, event by event. */
+/**
+ * The Responses stream grammar, event by event: exactly one terminal event, last; a mid-stream
+ * failure is an `error` event right before the terminal `response.failed`, as the real API sends it.
+ */
 export function expectResponsesGrammar(events: ClientEvent[]) {
   const types = events.map((event) => event.data.type as string)
   for (const event of events) expect(event.event).toBe(event.data.type)
@@ -36,6 +39,13 @@ export function expectResponsesGrammar(events: ClientEvent[]) {
   expect(types.filter((type) => type === 'response.created')).toHaveLength(1)
   expect(types.filter((type) => terminalTypes.includes(type))).toHaveLength(1)
   expect(terminalTypes).toContain(types.at(-1)!)
+  const errorAt = types.indexOf('error')
+  if (errorAt !== -1) {
+    expect(types.filter((type) => type === 'error')).toHaveLength(1)
+    expect(types.slice(errorAt + 1)).toEqual(['response.failed'])
+    expect(events[errorAt]!.data.error).toEqual({ type: expect.any(String), code: expect.any(String), message: expect.any(String), param: null })
+    expect(events.at(-1)!.data.response.error).toEqual({ code: events[errorAt]!.data.error.code, message: events[errorAt]!.data.error.message })
+  }
   expect(events.map((event) => event.data.sequence_number)).toEqual(events.map((_, index) => index))
   let open = -1
   const openItems = new Set<number>()
@@ -49,7 +59,9 @@ export function expectResponsesGrammar(events: ClientEvent[]) {
       if (data.type === 'response.output_item.done') openItems.delete(open)
     }
   }
-  if (types.at(-1) !== 'error') expect([...openItems]).toEqual([])
   const terminal = events.at(-1)!.data
-  if (terminal.response) expect(terminal.response.output.length).toBe(open + 1)
+  // A failed response may end with an item unfinished; it is in the output, marked incomplete.
+  if (terminal.type !== 'response.failed') expect([...openItems]).toEqual([])
+  else for (const index of openItems) expect(terminal.response.output[index]?.status ?? 'incomplete').toBe('incomplete')
+  expect(terminal.response.output.length).toBe(open + 1)
 }

@@ -112,6 +112,12 @@ function normalise(events: ClientEvent[]): ClientEvent[] {
       expect(holder.message.length).toBeGreaterThan(0)
       holder.message = genericError
     }
+    // A failed Response carries the same error message as the error event before it.
+    const failed = data?.type === 'response.failed' ? data.response?.error : undefined
+    if (failed && typeof failed.message === 'string') {
+      expect(failed.message.length).toBeGreaterThan(0)
+      failed.message = genericError
+    }
   }
   const seen = new Map<string, string>()
   const counters = new Map<string, number>()
@@ -137,7 +143,7 @@ function normaliseJson(value: unknown): unknown {
 // ---------------------------------------------------------------------------------------------
 // Translators under test
 
-const responseShell: ResponseShell = { id: 'resp_rt_fixture', model: 'acme/fx-1', createdAt: 1_700_000_200, request: { model: 'acme/fx-1', input: 'hi', stream: true } }
+const responseShell: ResponseShell = { id: 'resp_rt_fixture', model: 'acme/fx-1', createdAt: 1_700_000_200, now: () => 1_700_000_201, request: { model: 'acme/fx-1', input: 'hi', stream: true } }
 
 const chatToMessages: Translator = { decode: decodeChatStream, encode: () => encodeMessagesStream('claude-fx', undefined) }
 const chatToResponsesStream: Translator = { decode: decodeChatStream, encode: () => encodeResponsesStream(responseShell) }
@@ -586,7 +592,7 @@ describe.skipIf(!haveRecorded)('recorded Responses transcripts (../shared/fixtur
 // 3. Buffered converters
 
 describe('buffered replies', () => {
-  const bufferedShell: ResponseShell = { id: 'resp_rt_fixture', model: 'acme/fx-1', createdAt: 1_700_000_200, request: { model: 'acme/fx-1', input: 'hi' } }
+  const bufferedShell: ResponseShell = { id: 'resp_rt_fixture', model: 'acme/fx-1', createdAt: 1_700_000_200, now: () => 1_700_000_201, request: { model: 'acme/fx-1', input: 'hi' } }
 
   for (const name of ['text', 'tool-calls', 'reasoning']) {
     test(`chat completion ${name} → message, generateContent response and Response object`, () => {

@@ -80,7 +80,7 @@ export function responsesToChat(body: Json): { chat: Json; dropped: string[] } {
     chat.stream_options = { include_usage: true }
   }
   if (typeof body.max_output_tokens === 'number') chat.max_tokens = body.max_output_tokens
-  for (const name of ['temperature', 'top_p', 'parallel_tool_calls', 'user'] as const) if (body[name] !== undefined) chat[name] = body[name]
+  for (const name of ['temperature', 'top_p', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'user'] as const) if (body[name] !== undefined) chat[name] = body[name]
   if (Array.isArray(body.tools)) {
     const tools: Json[] = []
     for (const tool of body.tools) {

@@ -77,36 +77,81 @@ export interface ResponseShell {
   model: string
   createdAt: number
   request: Json
+  /** Unix seconds now, for `completed_at`; tests pass a fixed clock. */
+  now?: () => number
 }
 
-/** The fields a Response object repeats from its request. */
+const orNull = (value: unknown) => (value === undefined ? null : value)
+
+/**
+ * The tools a translated response echoes: the function tools that went upstream (hosted tools do
+ * not survive translation), each with every field a Response carries. `strict` is what was sent, or
+ * false: the real API defaults it to true because it enforces strict schemas, and a translated call
+ * enforces nothing the client did not ask the chat gateway for.
+ */
+function echoedTools(tools: unknown): Json[] {
+  if (!Array.isArray(tools)) return []
+  return tools
+    .filter((tool): tool is Json => typeof tool === 'object' && tool !== null && (tool as Json).type === 'function')
+    .map((tool) => ({
+      type: 'function',
+      description: orNull(tool.description),
+      name: tool.name,
+      parameters: orNull(tool.parameters),
+      strict: typeof tool.strict === 'boolean' ? tool.strict : false,
+    }))
+}
+
+/**
+ * The fields a Response object repeats from its request, with the values the real API reports
+ * (../shared/fixtures/upstream/openai-responses/response-text.json), in its key order. A translated
+ * response is not stored (it cannot be retrieved, SPEC "POST /responses"), runs in the foreground, and
+ * carries no logprobs.
+ */
 export function responseEnvelope(shell: ResponseShell, status: string) {
   const request = shell.request
+  const reasoning = typeof request.reasoning === 'object' && request.reasoning !== null ? (request.reasoning as Json) : {}
+  const text = typeof request.text === 'object' && request.text !== null ? (request.text as Json) : {}
   return {
     id: shell.id,
     object: 'response',
     created_at: shell.createdAt,
     status,
-    error: null,
+    background: false,
+    completed_at: status === 'completed' ? (shell.now?.() ?? Math.floor(Date.now() / 1000)) : null,
+    error: null as { code: string; message: string } | null,
+    frequency_penalty: typeof request.frequency_penalty === 'number' ? request.frequency_penalty : 0,
     incomplete_details: null as { reason: string } | null,
-    instructions: request.instructions ?? null,
-    max_output_tokens: request.max_output_tokens ?? null,
+    instructions: orNull(request.instructions),
+    max_output_tokens: orNull(request.max_output_tokens),
+    max_tool_calls: orNull(request.max_tool_calls),
     model: shell.model,
     output: [] as Json[],
     parallel_tool_calls: request.parallel_tool_calls ?? true,
-    previous_response_id: request.previous_response_id ?? null,
-    reasoning: request.reasoning ?? { effort: null, summary: null },
-    store: request.store ?? true,
+    presence_penalty: typeof request.presence_penalty === 'number' ? request.presence_penalty : 0,
+    previous_response_id: orNull(request.previous_response_id),
+    prompt_cache_key: orNull(request.prompt_cache_key),
+    prompt_cache_retention: orNull(request.prompt_cache_retention),
+    reasoning: { ...reasoning, effort: orNull(reasoning.effort), summary: orNull(reasoning.summary) },
+    safety_identifier: orNull(request.safety_identifier),
+    service_tier: 'default',
+    store: false,
     temperature: request.temperature ?? 1,
-    text: request.text ?? { format: { type: 'text' } },
+    text: { format: { type: 'text' }, verbosity: 'medium', ...text },
     tool_choice: request.tool_choice ?? 'auto',
-    tools: request.tools ?? [],
+    tools: echoedTools(request.tools),
+    top_logprobs: 0,
     top_p: request.top_p ?? 1,
     truncation: 'disabled',
     usage: null as ReturnType<typeof writeResponsesUsage> | null,
-    user: request.user ?? null,
+    user: orNull(request.user),
     metadata: request.metadata ?? {},
   }
+}
+
+/** An `output_text` content part as the real API writes it (logprobs only survive native targets). */
+export function outputText(text: string) {
+  return { type: 'output_text', annotations: [], logprobs: [], text }
 }
 
 export function outputItemIds() {
@@ -122,16 +167,10 @@ export function writeResponseObject(result: AssistantResult, shell: ResponseShel
   const ids = outputItemIds()
   if (result.reasoning) response.output.push({ id: ids.reasoning, type: 'reasoning', summary: [{ type: 'summary_text', text: result.reasoning }] })
   if (result.text || result.toolCalls.length === 0) {
-    response.output.push({
-      id: ids.message,
-      type: 'message',
-      status: incomplete ? 'incomplete' : 'completed',
-      role: 'assistant',
-      content: [{ type: 'output_text', text: result.text, annotations: [] }],
-    })
+    response.output.push({ id: ids.message, type: 'message', status: incomplete ? 'incomplete' : 'completed', content: [outputText(result.text)], role: 'assistant' })
   }
   for (const call of result.toolCalls) {
-    response.output.push({ id: ids.functionCall(), type: 'function_call', status: 'completed', call_id: call.id, name: call.name, arguments: call.arguments })
+    response.output.push({ id: ids.functionCall(), type: 'function_call', status: 'completed', arguments: call.arguments, call_id: call.id, name: call.name })
   }
   if (result.usage) response.usage = writeResponsesUsage(result.usage)
   return response
