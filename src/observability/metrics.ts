@@ -1,29 +1,36 @@
 /**
  * Prometheus text-format metrics (CONTRACT §8). Counters and histograms are plain numbers and
  * arrays so that recording on the hot path is a few additions, never an allocation per request.
+ * Names follow the Prometheus conventions `promtool check metrics` enforces: base units (latency
+ * in seconds, `_seconds`), counters ending in `_total`, HELP and TYPE for every family.
  */
 
+/** Bucket bounds in milliseconds (what callers measure), rendered as `le` in seconds. */
 const latencyBucketsMs = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000]
+/** The `le` label of each bucket, in seconds, written out once (0.1 ms is `0.0001`). */
+const latencyBucketLabels = latencyBucketsMs.map((bound) => String(bound / 1000))
 
+/** A latency histogram: observed in milliseconds, exposed in seconds. */
 class Histogram {
   readonly counts = new Float64Array(latencyBucketsMs.length + 1)
-  sum = 0
+  /** Sum of observations, milliseconds (divided once when rendered). */
+  sumMs = 0
   count = 0
-  observe(value: number) {
+  observe(milliseconds: number) {
     let index = 0
-    while (index < latencyBucketsMs.length && value > latencyBucketsMs[index]!) index++
+    while (index < latencyBucketsMs.length && milliseconds > latencyBucketsMs[index]!) index++
     this.counts[index]!++
-    this.sum += value
+    this.sumMs += milliseconds
     this.count++
   }
   render(name: string, labels: string, lines: string[]) {
     let cumulative = 0
     for (let index = 0; index < latencyBucketsMs.length; index++) {
       cumulative += this.counts[index]!
-      lines.push(`${name}_bucket{${labels}${labels ? ',' : ''}le="${latencyBucketsMs[index]}"} ${cumulative}`)
+      lines.push(`${name}_bucket{${labels}${labels ? ',' : ''}le="${latencyBucketLabels[index]}"} ${cumulative}`)
     }
     lines.push(`${name}_bucket{${labels}${labels ? ',' : ''}le="+Inf"} ${this.count}`)
-    lines.push(`${name}_sum${labels ? `{${labels}}` : ''} ${this.sum}`)
+    lines.push(`${name}_sum${labels ? `{${labels}}` : ''} ${this.sumMs / 1000}`)
     lines.push(`${name}_count${labels ? `{${labels}}` : ''} ${this.count}`)
   }
 }
@@ -48,6 +55,25 @@ class LabelledCounter<Second extends string | number> {
   }
 }
 
+/**
+ * Prompt and completion tokens by gateway, then model: one two-slot array per pair, allocated when
+ * the pair is first seen, so recording a request is two map look-ups and two additions.
+ */
+class TokenCounter {
+  private readonly values = new Map<string, Map<string, Float64Array>>()
+  add(gateway: string, model: string, prompt: number, completion: number) {
+    let byModel = this.values.get(gateway)
+    if (!byModel) this.values.set(gateway, (byModel = new Map()))
+    let counts = byModel.get(model)
+    if (!counts) byModel.set(model, (counts = new Float64Array(2)))
+    counts[0]! += prompt
+    counts[1]! += completion
+  }
+  *entries(): Generator<[string, string, Float64Array]> {
+    for (const [gateway, byModel] of this.values) for (const [model, counts] of byModel) yield [gateway, model, counts]
+  }
+}
+
 export class Metrics {
   /** requests by endpoint, then status */
   private readonly requests = new LabelledCounter<number>()
@@ -56,6 +82,7 @@ export class Metrics {
   private readonly failovers = new LabelledCounter<string>()
   private readonly upstreamLatency = new Map<string, Histogram>()
   private readonly addedLatency = new Histogram()
+  private readonly tokens = new TokenCounter()
   inFlightStreams = 0
   /** Set by the request-log queue. */
   logQueueDepth: () => number = () => 0
@@ -84,6 +111,10 @@ export class Metrics {
   observeAddedLatency(milliseconds: number) {
     this.addedLatency.observe(milliseconds)
   }
+  /** Tokens of a finished request, as the serving gateway reported them. */
+  countTokens(gateway: string, model: string, prompt: number, completion: number) {
+    this.tokens.add(gateway, model, prompt, completion)
+  }
 
   render(): string {
     const lines: string[] = []
@@ -96,10 +127,15 @@ export class Metrics {
     counterFamily('router_requests_total', 'Inference requests answered, by endpoint and status.', this.requests, ['endpoint', 'status'])
     counterFamily('router_upstream_attempts_total', 'Upstream attempts, by gateway and outcome.', this.attempts, ['gateway', 'outcome'])
     counterFamily('router_failovers_total', 'Failovers away from a gateway, by reason.', this.failovers, ['gateway', 'reason'])
-    lines.push('# HELP router_upstream_latency_ms Upstream time to response headers, milliseconds.', '# TYPE router_upstream_latency_ms histogram')
-    for (const [gateway, histogram] of this.upstreamLatency) histogram.render('router_upstream_latency_ms', `gateway="${escapeLabel(gateway)}"`, lines)
-    lines.push('# HELP router_added_latency_ms Time the router added to a request, milliseconds.', '# TYPE router_added_latency_ms histogram')
-    this.addedLatency.render('router_added_latency_ms', '', lines)
+    lines.push('# HELP router_tokens_total Tokens of finished requests, by gateway, model (as sent upstream) and direction.', '# TYPE router_tokens_total counter')
+    for (const [gateway, model, counts] of this.tokens.entries()) {
+      const labels = `gateway="${escapeLabel(gateway)}",model="${escapeLabel(model)}"`
+      lines.push(`router_tokens_total{${labels},direction="prompt"} ${counts[0]}`, `router_tokens_total{${labels},direction="completion"} ${counts[1]}`)
+    }
+    lines.push('# HELP router_upstream_latency_seconds Upstream time to response headers, seconds.', '# TYPE router_upstream_latency_seconds histogram')
+    for (const [gateway, histogram] of this.upstreamLatency) histogram.render('router_upstream_latency_seconds', `gateway="${escapeLabel(gateway)}"`, lines)
+    lines.push('# HELP router_added_latency_seconds Time the router added to a request, seconds.', '# TYPE router_added_latency_seconds histogram')
+    this.addedLatency.render('router_added_latency_seconds', '', lines)
     lines.push('# HELP router_inflight_streams Streams being relayed now.', '# TYPE router_inflight_streams gauge', `router_inflight_streams ${this.inFlightStreams}`)
     lines.push('# HELP router_log_queue_depth Request-log rows waiting to be written.', '# TYPE router_log_queue_depth gauge', `router_log_queue_depth ${this.logQueueDepth()}`)
     lines.push('# HELP router_log_rows_written_total Request-log rows written.', '# TYPE router_log_rows_written_total counter', `router_log_rows_written_total ${this.logRowsWritten}`)

@@ -17,6 +17,11 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
   deps.metrics.countRequest(context.endpoint, status)
   const overhead = context.overheadMs()
   if (overhead !== undefined) deps.metrics.observeAddedLatency(overhead)
+  // Token counts exist only when a gateway answered with usage; labelled with the model as sent to
+  // that gateway (its spelling, or the remap's model), which is what it billed.
+  if (context.gateway !== undefined && (context.inputTokens !== undefined || context.outputTokens !== undefined)) {
+    deps.metrics.countTokens(context.gateway, context.upstreamModel ?? context.model ?? '', context.inputTokens ?? 0, context.outputTokens ?? 0)
+  }
   if (!context.key) return
   context.finish(status, errorCode)
   deps.logQueue.push(context)

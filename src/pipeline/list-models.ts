@@ -1,9 +1,12 @@
 /**
  * GET /models and GET /models/{id} (SPEC): a parallel fan-out to every routable target of the key,
  * merged with the first-seen object kept per id, `:batch` ids left out, narrowed listings preferred.
+ * A look-up resolves the id the way routing does (SPEC "Model ids"): an exact listed id first, then
+ * each listing's spelling map (canonical `provider/model`, the gateway's own spelling, dash and
+ * dotted versions), so every id chat accepts for a listed model is found.
  */
 import { RouterError } from '../errors/router-error'
-import { isBatchId } from '../gateways/model-catalog'
+import { buildGatewayCatalog, isBatchId, spellingFor } from '../gateways/model-catalog'
 import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
 import type { ProviderEntry } from '../storage/snapshot'
 import type { RequestContext } from './context'
@@ -75,7 +78,37 @@ async function mergedCatalog(context: RequestContext, deps: InferenceDeps, signa
   }
   const suppliers = new Set(supplied.filter((listing) => listing.models!.length > 0).map((listing) => listing.provider.gateway.id))
   if (suppliers.size === 1) context.headers['x-router-provider'] = [...suppliers][0]!
-  return merged
+  return { merged, supplied }
+}
+
+/**
+ * The merged-catalog object a requested id names: the exact id (any case), else the first listing,
+ * in target order, whose spelling map resolves the id. The map is built from the live listing with
+ * the function the crawled catalogs are built with, so it answers the same with or without a crawl.
+ */
+function findModel(requested: string, merged: Map<string, ModelObject>, supplied: Listing[]): ModelObject | undefined {
+  const lower = requested.toLowerCase()
+  const exact = merged.get(requested) ?? [...merged.values()].find((model) => model.id.toLowerCase() === lower)
+  if (exact) return exact
+  const now = Date.now()
+  for (const listing of supplied) {
+    const listed = listing.models!.filter((model) => !isBatchId(model.id)).map((model) => model.id)
+    const spelling = spellingFor(buildGatewayCatalog(listing.provider.gateway.id, now, listed), requested)
+    // The merged object for that spelling: the first-seen one, as the list shows it.
+    const model = spelling === undefined ? undefined : merged.get(spelling)
+    if (model) return model
+  }
+  return undefined
+}
+
+/** `owned_by` (SPEC "Model objects"): the gateway's own value, else the vendor prefix of a slashed id. */
+function ownerOf(model: ModelObject, id: string): string {
+  if (typeof model.owned_by === 'string' && model.owned_by !== '') return model.owned_by
+  for (const candidate of [id, model.id]) {
+    const slash = candidate.indexOf('/')
+    if (slash > 0) return candidate.slice(0, slash)
+  }
+  return 'system'
 }
 
 function json(context: RequestContext, body: unknown): Response {
@@ -84,7 +117,7 @@ function json(context: RequestContext, body: unknown): Response {
 }
 
 export const handleListModels: EndpointHandler = async (context, request, _route, deps) => {
-  const merged = await mergedCatalog(context, deps, request.signal)
+  const { merged } = await mergedCatalog(context, deps, request.signal)
   context.readyAt = performance.now()
   return finishWith(context, deps, json(context, { object: 'list', data: [...merged.values()].map((model) => ({ ...model, object: 'model' })) }))
 }
@@ -93,20 +126,21 @@ export const handleGetModel: EndpointHandler = async (context, request, route, d
   const id = route.parameter ?? ''
   context.model = id
   if (isBatchId(id)) throw new RouterError('model_not_found', `The model '${id}' is a :batch variant and is not listed.`)
-  const merged = await mergedCatalog(context, deps, request.signal)
-  const found = merged.get(id) ?? [...merged.values()].find((model) => model.id.toLowerCase() === id.toLowerCase())
+  const { merged, supplied } = await mergedCatalog(context, deps, request.signal)
+  const found = findModel(id, merged, supplied)
   if (!found) throw new RouterError('model_not_found', `No provider of this key lists the model '${id}'.`)
-  const slash = found.id.indexOf('/')
   context.readyAt = performance.now()
+  // The object carries the id the client asked for (the id chat accepts for it, so a retrieve
+  // round-trips), with the gateway's own fields kept.
   return finishWith(
     context,
     deps,
     json(context, {
       ...found,
-      id: found.id,
+      id,
       object: 'model',
       created: typeof found.created === 'number' ? found.created : 0,
-      owned_by: typeof found.owned_by === 'string' && found.owned_by !== '' ? found.owned_by : slash > 0 ? found.id.slice(0, slash) : 'system',
+      owned_by: ownerOf(found, id),
     }),
   )
 }

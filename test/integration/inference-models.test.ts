@@ -3,6 +3,7 @@
  * "POST /embeddings", "Model objects", "Common response headers").
  */
 import { describe, expect, test } from 'bun:test'
+import { resolve } from 'node:path'
 import OpenAI from 'openai'
 import { type MockGateway, type MockHandler } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
@@ -43,6 +44,20 @@ function listing(models: Record<string, unknown>[]): MockHandler {
 const failing: MockHandler = (request) => (request.path.endsWith('/models') ? { status: 500, json: { error: { message: 'catalog down' } } } : undefined)
 
 const modelsCalls = (mock: MockGateway) => mock.requests.filter((request) => request.method === 'GET' && request.path.endsWith('/models'))
+
+const repoRoot = resolve(import.meta.dir, '../..')
+
+/** `jobs run NAME` through the CLI on the server's database, as an operator runs it (CONTRACT §5). */
+async function runJob(server: TestServer, name: string) {
+  const environment: Record<string, string> = {}
+  for (const [key, value] of Object.entries(process.env)) if (value !== undefined && !key.startsWith('RT_')) environment[key] = value
+  const child = Bun.spawn([process.execPath, 'run', 'src/cli/index.ts', 'jobs', 'run', name], { cwd: repoRoot, env: { ...environment, ...server.env }, stdout: 'pipe', stderr: 'pipe' })
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+  return { exitCode, stdout, stderr }
+}
+
+const chat = (server: TestServer, secret: string, model: string): Promise<Result> =>
+  httpCall(server, 'POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }] }, bearerHeader(secret))
 
 async function closedPort(): Promise<number> {
   const probe = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response('') })
@@ -174,6 +189,67 @@ describe('GET /v1/models/{id}', () => {
     const batch = await get(env.server, key.secret, '/models/openai/gpt-4o-mini:batch')
     expect(batch.status).toBe(404)
     expect(batch.json.error.code).toBe('model_not_found')
+  })
+
+  describe.each([
+    ['with no crawled catalog', false],
+    ['after the catalog crawl', true],
+  ])('ids resolve through the spelling map routing uses (SPEC "Model ids"), %s', (_case, crawled) => {
+    test('canonical `provider/model`, the gateway spelling and dash/dotted versions find the listed model; the object carries the id asked for', async () => {
+      await using env = await startEnv()
+      // Gateways list their own spellings: openai without a vendor prefix, as its real /models does.
+      env.mocks[A]!.handle(
+        listing([
+          { id: 'gpt-4o-mini', object: 'model', created: 1_721_172_741, owned_by: 'system', context_window: 128000 },
+          { id: 'gpt-4.1', object: 'model', created: 1_744_316_542 },
+          { id: 'gpt-4o-mini:batch', object: 'model', created: 1 },
+        ]),
+      )
+      env.mocks[B]!.handle(listing([{ id: 'llama-3.1-8b-instant', object: 'model', created: 1_700_000_000, owned_by: 'Meta' }]))
+      const key = await createKey(env.server, priority(env, A, B))
+      if (crawled) {
+        const crawl = await runJob(env.server, 'catalog-crawl')
+        expect(crawl.exitCode).toBe(0)
+        expect(JSON.parse(crawl.stdout).gateways).toMatchObject({ [A]: { models: 3 }, [B]: { models: 1 } })
+      }
+
+      // Chat accepts the README's id; with a crawled catalog openai receives its own spelling.
+      const served = await chat(env.server, key.secret, 'openai/gpt-4o-mini')
+      expect(served.status).toBe(200)
+      expect(env.mocks[A]!.calls('/chat/completions').at(-1)!.body.model).toBe(crawled ? 'gpt-4o-mini' : 'openai/gpt-4o-mini')
+
+      // ...and look-up accepts it too: the gateway's object, under the id the client asked for.
+      const canonical = await get(env.server, key.secret, '/models/openai/gpt-4o-mini')
+      expect(canonical.status).toBe(200)
+      expect(canonical.json).toEqual({ id: 'openai/gpt-4o-mini', object: 'model', created: 1_721_172_741, owned_by: 'system', context_window: 128000 })
+      expect((await get(env.server, key.secret, `/models/${encodeURIComponent('openai/gpt-4o-mini')}`)).json.id).toBe('openai/gpt-4o-mini')
+
+      // The gateway's own spelling is the exact listed id.
+      const spelled = await get(env.server, key.secret, '/models/gpt-4o-mini')
+      expect(spelled.status).toBe(200)
+      expect(spelled.json).toMatchObject({ id: 'gpt-4o-mini', created: 1_721_172_741, owned_by: 'system' })
+
+      // Dash-written and dotted versions are the same model where the gateway lists the dotted form;
+      // with no owned_by listed it defaults to the vendor prefix of the slashed id.
+      for (const asked of ['openai/gpt-4-1', 'openai/gpt-4.1', 'gpt-4-1']) {
+        const version = await get(env.server, key.secret, `/models/${asked}`)
+        expect(version.status).toBe(200)
+        expect(version.json).toMatchObject({ id: asked, object: 'model', created: 1_744_316_542 })
+        expect(version.json.owned_by).toBe(asked.includes('/') ? 'openai' : 'system')
+      }
+
+      // The second target's listing is searched too, with its own spelling map.
+      const llama = await get(env.server, key.secret, '/models/meta-llama/llama-3.1-8b-instant')
+      expect(llama.status).toBe(200)
+      expect(llama.json).toMatchObject({ id: 'meta-llama/llama-3.1-8b-instant', created: 1_700_000_000, owned_by: 'Meta' })
+
+      // :batch ids, ids no provider lists, and a canonical id of another vendor stay 404.
+      for (const missing of ['openai/gpt-4o-mini:batch', 'gpt-4o-mini:batch', 'openai/gpt-5-nano', 'anthropic/gpt-4o-mini', 'groq/gpt-4o-mini']) {
+        const result = await get(env.server, key.secret, `/models/${missing}`)
+        expect(result.status).toBe(404)
+        expect(result.json.error.code).toBe('model_not_found')
+      }
+    })
   })
 
   test('a URL-encoded slashed id works too', async () => {

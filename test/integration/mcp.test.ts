@@ -5,9 +5,10 @@
 import { describe, expect, test } from 'bun:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { McpError } from '@modelcontextprotocol/sdk/types.js'
+import { LATEST_PROTOCOL_VERSION, McpError, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js'
 import { startTestServer, type TestServer } from '../harness/server'
 import { createManagementKey } from '../../src/management/workspaces'
+import { acceptedProtocolVersions } from '../../src/api/mcp'
 
 const protocolVersion = '2025-03-26'
 
@@ -143,6 +144,52 @@ describe('MCP through the official client', () => {
     expect(typeof account.members.total).toBe('number')
   })
 
+  test('the client negotiates 2025-03-26 from its latest version and sends it on every later request', async () => {
+    await using server = await startTestServer()
+    const sent: { method: string; version: string | null; status: number }[] = []
+    const client = new Client({ name: 'router-tests', version: '0.0.0' })
+    const transport = new StreamableHTTPClientTransport(new URL(`${server.rootUrl}/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${server.managementKey}` } },
+      // Records what the client sends, to see the negotiated version on the wire.
+      fetch: async (url, init) => {
+        const response = await fetch(url, init)
+        const body = typeof init?.body === 'string' ? (JSON.parse(init.body) as { method?: string }) : {}
+        sent.push({ method: body.method ?? init?.method ?? 'GET', version: new Headers(init?.headers).get('mcp-protocol-version'), status: response.status })
+        return response
+      },
+    })
+    await client.connect(transport)
+    try {
+      expect(transport.protocolVersion).toBe(protocolVersion)
+      expect(client.getServerVersion()?.name).toBe('router-management')
+      expect((await client.listTools()).tools.length).toBeGreaterThan(0)
+      await client.ping()
+    } finally {
+      await client.close()
+    }
+    // initialize goes without the header; everything after it carries the negotiated version.
+    expect(sent[0]).toEqual({ method: 'initialize', version: null, status: 200 })
+    const later = sent.slice(1).filter((entry) => entry.method !== 'GET')
+    expect(later.map((entry) => entry.method)).toEqual(expect.arrayContaining(['notifications/initialized', 'tools/list', 'ping']))
+    for (const entry of later) expect(entry).toEqual({ method: entry.method, version: protocolVersion, status: entry.method.startsWith('notifications/') ? 202 : 200 })
+  })
+
+  test('a wrong key makes the client fail to connect', async () => {
+    await using server = await startTestServer()
+    const client = new Client({ name: 'router-tests', version: '0.0.0' })
+    const transport = new StreamableHTTPClientTransport(new URL(`${server.rootUrl}/mcp`), {
+      requestInit: { headers: { Authorization: 'Bearer rt_mgmt_notARealKeyAtAll000000000000000000' } },
+    })
+    let caught: unknown
+    try {
+      await client.connect(transport)
+    } catch (error) {
+      caught = error
+    }
+    expect(caught).toBeInstanceOf(Error)
+    await client.close()
+  })
+
   test('tool failures come back as isError results, not JSON-RPC errors', async () => {
     await using server = await startTestServer()
     await using client = await connect(server, server.managementKey)
@@ -234,6 +281,64 @@ describe('MCP over raw HTTP', () => {
     }
   })
 
+  test('a 401 carries a WWW-Authenticate Bearer challenge; error="invalid_token" only when a token was sent (RFC 6750 §3)', async () => {
+    await using server = await startTestServer()
+    const inference = await createInferenceKey(server)
+    const body = { jsonrpc: '2.0', id: 1, method: 'ping' }
+    const challenge = async (options: Parameters<typeof rpc>[2]) => {
+      const response = await rpc(server, body, options)
+      expect(response.status).toBe(401)
+      return response.headers.get('www-authenticate')
+    }
+    // No credentials, or credentials of another scheme: the challenge without an error code.
+    expect(await challenge({ key: null })).toBe('Bearer realm="mcp"')
+    expect(await challenge({ key: null, headers: { authorization: 'Basic dXNlcjpwYXNz' } })).toBe('Bearer realm="mcp"')
+    // A bearer token that is not a live management key.
+    for (const key of ['rt_mgmt_notARealKeyAtAll000000000000000000', 'garbage', inference.key]) {
+      const header = await challenge({ key })
+      expect(header).toStartWith('Bearer realm="mcp", error="invalid_token"')
+      expect(header).toMatch(/error_description="[^"]+"/)
+    }
+    // Answers that are not 401 carry no challenge.
+    expect((await rpc(server, body)).headers.get('www-authenticate')).toBeNull()
+  })
+
+  test('MCP-Protocol-Version: the versions the official SDK supports and an absent header are accepted; any other value is 400', async () => {
+    await using server = await startTestServer()
+    // The accepted list is the SDK's, so a client of any version it speaks is served.
+    expect([...acceptedProtocolVersions]).toEqual([...SUPPORTED_PROTOCOL_VERSIONS])
+    expect(acceptedProtocolVersions).toContain(LATEST_PROTOCOL_VERSION)
+    expect(acceptedProtocolVersions).toContain(protocolVersion)
+    for (const version of SUPPORTED_PROTOCOL_VERSIONS) {
+      const response = await rpc(server, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { headers: { 'mcp-protocol-version': version } })
+      expect(response.status).toBe(200)
+      expect(Array.isArray(response.json.result.tools)).toBe(true)
+      // The response header is the server's version (SPEC "Versioning" 3), whatever the client's.
+      expect(response.headers.get('mcp-protocol-version')).toBe(protocolVersion)
+    }
+    expect((await rpc(server, { jsonrpc: '2.0', id: 2, method: 'ping' })).status).toBe(200)
+
+    for (const version of ['2099-01-01', '2025-3-26', 'garbage', '2025-03-26, 2025-06-18']) {
+      const response = await rpc(
+        server,
+        { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'create_api_key', arguments: { name: 'must not exist' } } },
+        { headers: { 'mcp-protocol-version': version } },
+      )
+      expect(response.status).toBe(400)
+      expect(response.headers.get('content-type')).toContain('application/json')
+      expect(response.headers.get('mcp-protocol-version')).toBe(protocolVersion)
+      expect(response.json.jsonrpc).toBe('2.0')
+      expect(response.json.id).toBeNull()
+      expect(response.json.error.code).toBe(-32000)
+      expect(response.json.error.message).toContain('Unsupported protocol version')
+      expect(response.json.error.message).toContain(protocolVersion)
+    }
+    // Nothing ran.
+    expect((await server.call('GET', '/api/v1/account')).body.data.inference_keys.total).toBe(0)
+    // Authentication still comes first.
+    expect((await rpc(server, { jsonrpc: '2.0', id: 4, method: 'ping' }, { key: null, headers: { 'mcp-protocol-version': 'garbage' } })).status).toBe(401)
+  })
+
   test('invalid JSON answers 400', async () => {
     await using server = await startTestServer()
     const response = await rpc(server, undefined, { raw: '{"jsonrpc": "2.0", "id": 1, "method": ' })
@@ -293,6 +398,14 @@ describe('MCP over raw HTTP', () => {
     expect(response.json.id).toBe(1)
     expect(response.json.result.protocolVersion).toBe(protocolVersion)
     expect(response.json.result.capabilities.tools).toBeDefined()
+    // A client proposing a newer version is answered with the server's (the MCP lifecycle allows it).
+    const newer = await rpc(server, {
+      jsonrpc: '2.0',
+      id: 2,
+      method: 'initialize',
+      params: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    })
+    expect(newer.json.result.protocolVersion).toBe(protocolVersion)
     expect(typeof response.json.result.serverInfo.name).toBe('string')
     expect(typeof response.json.result.serverInfo.version).toBe('string')
   })

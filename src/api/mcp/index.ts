@@ -1,8 +1,9 @@
 /**
  * The management MCP endpoint at /mcp (SPEC "{root_url}/mcp"): JSON-RPC 2.0 over streamable HTTP,
  * POST only, JSON responses. The spec fixes a narrow, POST-only, JSON-only profile (405 on GET,
- * 401/-32001 before anything else, 400 for invalid JSON-RPC), so this is a small dispatcher rather
- * than the SDK's server transport, whose Accept negotiation and SSE defaults answer differently.
+ * 401/-32001 before anything else, 400 for an unsupported MCP-Protocol-Version or invalid JSON-RPC),
+ * so this is a small dispatcher rather than the SDK's server transport, whose Accept negotiation and
+ * SSE defaults answer differently.
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from '../deps'
@@ -11,7 +12,28 @@ import { authenticateManagementKey, bearerToken } from '../../management/workspa
 import type { Actor } from '../../management/context'
 import { listTools, mcpTools } from './tools'
 
+/**
+ * The server's protocol version (SPEC "Versioning" 3): in the MCP-Protocol-Version header of every
+ * response and in the `initialize` result, whatever the client proposes. The MCP lifecycle lets a
+ * server answer `initialize` with another version it supports; clients then use this one (the
+ * official SDK client does), so the header and the negotiated version always agree.
+ */
 export const mcpProtocolVersion = '2025-03-26'
+
+/**
+ * Client versions accepted in the MCP-Protocol-Version request header: the revisions the official
+ * MCP TypeScript SDK lists as supported (its SUPPORTED_PROTOCOL_VERSIONS; a test keeps the two
+ * equal). What this endpoint serves (ping, tools/list, tools/call with text results, JSON over POST)
+ * reads the same in each, so a client already speaking one of them is served. Any other value is
+ * 400: the streamable-HTTP transport says a server MUST answer an invalid or unsupported version so.
+ * An absent header is accepted (the transport then assumes 2025-03-26).
+ */
+export const acceptedProtocolVersions: readonly string[] = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05', '2024-10-07']
+
+/** RFC 6750 §3: the challenge of a 401; an error code only when a bearer token was sent. */
+const challengeWithoutToken = 'Bearer realm="mcp"'
+const challengeInvalidToken = 'Bearer realm="mcp", error="invalid_token", error_description="The management key is invalid or revoked."'
+
 const serverInfo = { name: 'router-management', version: '1.0.0' }
 
 type JsonRpcId = string | number | null
@@ -92,8 +114,20 @@ export async function handleMcp(deps: AppDeps, request: Request): Promise<Respon
     response.headers.set('allow', 'POST')
     return response
   }
-  const actor = authenticateManagementKey(deps, bearerToken(request.headers.get('authorization')))
-  if (!actor) return reply(401, rpcError(null, -32001, messages.unauthorized))
+  const token = bearerToken(request.headers.get('authorization'))
+  const actor = authenticateManagementKey(deps, token)
+  if (!actor) {
+    const response = reply(401, rpcError(null, -32001, messages.unauthorized))
+    response.headers.set('www-authenticate', token === undefined ? challengeWithoutToken : challengeInvalidToken)
+    return response
+  }
+  const clientVersion = request.headers.get('mcp-protocol-version')
+  if (clientVersion !== null && !acceptedProtocolVersions.includes(clientVersion)) {
+    return reply(
+      400,
+      rpcError(null, -32000, `Bad Request: Unsupported protocol version: ${clientVersion.slice(0, 100)} (supported versions: ${acceptedProtocolVersions.join(', ')})`),
+    )
+  }
 
   const text = await request.text()
   if (text.length > 1_000_000) return reply(400, rpcError(null, -32600, 'Invalid Request: body too large.'))
