@@ -1,11 +1,11 @@
 /** buildApp(deps): mounts the route groups for RT_ROLE and renders every error in one place. */
 import { Elysia, type AnyElysia } from 'elysia'
-import { openapi } from '@elysiajs/openapi'
 import type { AppDeps } from './api/deps'
 import { adminRoutes, managementBodyLimit } from './api/admin'
 import { mcpRoutes } from './api/mcp'
 import { healthRoutes } from './api/health'
 import { dashboardRoutes } from './api/dashboard'
+import { apiDocument, docsRoutes } from './api/docs'
 import { handleProxyRequest } from './api/inference'
 import { internalError } from './pipeline'
 import { ManagementError } from './management/errors'
@@ -61,19 +61,8 @@ export function buildApp(deps: AppDeps): AnyElysia {
 
   if (servesApp) {
     app = app
-      .use(
-        openapi({
-          path: '/api/v1/docs',
-          specPath: '/api/v1/openapi.json',
-          openapiVersion: '3.0.3' as never,
-          documentation: {
-            info: { title: 'Router management API', version: '1.0.0', description: 'Management API of the LLM inference meta-router.' },
-            components: { securitySchemes: { managementKey: { type: 'http', scheme: 'bearer', description: 'A management key, rt_mgmt_…' } } },
-            security: [{ managementKey: [] }],
-          },
-          exclude: { paths: [/^\/(?!api\/v1\/)/] },
-        }),
-      )
+      .use(apiDocument())
+      .use(docsRoutes())
       .use(adminRoutes(deps))
       .use(dashboardRoutes(deps))
   }

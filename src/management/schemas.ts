@@ -10,6 +10,12 @@ import { badRequest } from './errors'
 
 const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()])
 
+/**
+ * A JSON object with any members. Not `Type.Record`: that emits `patternProperties`, which OpenAPI 3.0
+ * schema objects do not allow; the check is the same (an object, not an array).
+ */
+const AnyObject = (options: { description?: string } = {}) => Type.Object({}, { additionalProperties: true, ...options })
+
 export const apiShapes = ['chat', 'chat_router', 'messages', 'content', 'decisions'] as const
 export type ApiShape = (typeof apiShapes)[number]
 
@@ -94,7 +100,7 @@ export const ProviderCreateInput = Type.Object(
     secret: Type.Optional(Type.String({ maxLength: 2000 })),
     name: Type.Optional(Nullable(Type.String())),
     label: Type.Optional(Nullable(Type.String())),
-    config: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    config: Type.Optional(AnyObject({ description: 'Gateway settings; see `config_fields` in the gateway catalog.' })),
   },
   { additionalProperties: true },
 )
@@ -126,9 +132,18 @@ export const ProviderOutput = Type.Object({
   gateway: Type.String(),
   label: Type.String(),
   key_last4: Type.String(),
-  config: Type.Record(Type.String(), Type.Unknown()),
+  config: AnyObject(),
   created_at: Type.String(),
   disabled_at: Nullable(Type.String()),
+})
+
+export const DecisionerOutput = Type.Object({
+  provider_key_id: Type.String(),
+  objective: Type.Union([Type.Literal('cost'), Type.Literal('capability'), Type.Literal('efficiency')]),
+  allow_model_override: Type.Boolean(),
+  max_usd_m: Type.Optional(Type.Number()),
+  notes: Type.Optional(Type.String()),
+  models: Type.Optional(Type.Array(Type.String())),
 })
 
 export const RoutingOutput = Type.Object({
@@ -151,7 +166,7 @@ export const RoutingOutput = Type.Object({
       enabled: Type.Boolean(),
     }),
   ),
-  decisioner: Nullable(Type.Record(Type.String(), Type.Unknown())),
+  decisioner: Nullable(DecisionerOutput),
 })
 
 export const KeyOutput = Type.Object({
@@ -173,7 +188,60 @@ export const KeyOutput = Type.Object({
   key: Type.Optional(Type.String({ description: 'Only in the creation response.' })),
 })
 
-export const ErrorOutput = Type.Object({ error: Type.String(), code: Type.Optional(Type.String()) })
+/** SPEC "Gateway catalog entry", as GET /gateways shows it (the operator's base URLs stay out). */
+export const GatewayOutput = Type.Object({
+  id: Type.String({ description: 'The gateway slug, passed as `gateway` when storing a provider key.' }),
+  name: Type.String(),
+  routable: Type.Boolean(),
+  decisions: Type.Boolean({ description: 'Can serve keys of shape decisions.' }),
+  config_fields: Type.Optional(
+    Type.Array(Type.Object({ name: Type.String(), required: Type.Boolean(), default: Type.Optional(Type.String()) }), {
+      description: 'Settings a provider key of this gateway takes in `config`.',
+    }),
+  ),
+  auth_header: Type.String(),
+  capabilities: Type.Object({
+    chat: Type.Boolean(),
+    embeddings: Type.Boolean(),
+    responses: Type.Union([Type.Literal('native'), Type.Literal('translated'), Type.Literal('only')]),
+    chain: Type.Boolean(),
+    retrieve: Type.Boolean(),
+    batch: Type.Boolean(),
+    decisioner: Type.Boolean(),
+    omit_params: Type.Array(Type.String()),
+  }),
+})
+
+export const UsageSummaryOutput = Type.Object({
+  requests: Type.Integer(),
+  errors: Type.Integer({ description: 'Requests answered with a status of 400 or more.' }),
+  errorRate: Type.Number({ description: 'Percent of requests, two decimals.' }),
+  avgLatency: Type.Number({ description: 'Milliseconds; 0 without requests.' }),
+  avgOverhead: Type.Number({ description: "Milliseconds of the router's own time; 0 when no request has it." }),
+  models: Type.Integer({ description: 'Distinct models requested.' }),
+})
+
+export const UsageSeriesItemOutput = Type.Object({
+  bucket: Type.String({ format: 'date-time', description: 'Start of the hour (24h) or day (7d, 30d).' }),
+  requests: Type.Integer(),
+  errors: Type.Integer(),
+  avgLatency: Nullable(Type.Number({ description: 'Milliseconds; null for a bucket without requests.' })),
+  avgOverhead: Nullable(Type.Number({ description: 'Milliseconds; null when no request of the bucket has it.' })),
+})
+
+export const UsageBreakdownItemOutput = Type.Object({ name: Type.String({ description: 'A model id or a gateway slug.' }), requests: Type.Integer() })
+
+/** SPEC "Account snapshot"; member e-mails never appear. */
+export const AccountOutput = Type.Object({
+  workspace: Type.Object({ id: Type.String(), name: Type.String(), kind: Type.String(), created_at: Type.String() }),
+  inference_keys: Type.Object({ total: Type.Integer(), live: Type.Integer(), revoked: Type.Integer() }),
+  provider_keys: Type.Array(ProviderOutput),
+  management_keys: Type.Object({ total: Type.Integer(), read_only: Type.Integer() }),
+  members: Type.Object({ total: Type.Integer() }),
+})
+
+/** The `{error}` envelope of one status, with what that status means on the route that answers it. */
+export const errorOutput = (description: string) => Type.Object({ error: Type.String(), code: Type.Optional(Type.String()) }, { description })
 
 const compiled = new WeakMap<TSchema, TypeCheck<TSchema>>()
 
