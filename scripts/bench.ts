@@ -10,6 +10,19 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 const repoRoot = join(import.meta.dir, '..')
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  process.stdout.write(`usage: ./scripts/benchmark [--check] [--rounds N] [--round-ms N] [--soak N] [--only TEXT]
+
+Measures the router against a bare Bun pass-through and a direct call to a mock upstream, round
+after round, prints a Markdown table and writes bench/results/latest.json.
+  --check        exit non-zero when the performance budget fails
+  --rounds N     rounds per scenario, default 2
+  --round-ms N   length of one system's turn in a round, default 2500
+  --soak N       requests of the memory soak, default 200000
+  --only TEXT    run only the scenarios whose name contains TEXT (profiling; the budget needs all)
+`)
+  process.exit(0)
+}
 const check = process.argv.includes('--check')
 const argument = (name: string, fallback: number) => {
   const index = process.argv.indexOf(`--${name}`)
@@ -25,8 +38,8 @@ const only = onlyIndex === -1 ? undefined : process.argv[onlyIndex + 1]
 
 type Child = ReturnType<typeof Bun.spawn>
 
-async function readLine(child: Child, pattern: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
-  const reader = (child.stdout as ReadableStream<Uint8Array>).getReader()
+async function readLine(child: Child, pattern: RegExp, timeoutMs = 60_000, from: 'stdout' | 'stderr' = 'stdout'): Promise<RegExpMatchArray> {
+  const reader = (child[from] as ReadableStream<Uint8Array>).getReader()
   const decoder = new TextDecoder()
   let buffer = ''
   const deadline = Date.now() + timeoutMs
@@ -172,7 +185,8 @@ async function main() {
     const floorPort = (await readLine(floor, /port (\d+)/))[1]
     const router = Bun.spawn([join(repoRoot, 'scripts/start')], {
       stdout: 'pipe',
-      stderr: 'inherit',
+      // The one-time management key line comes on stderr; the rest of stderr is passed on.
+      stderr: 'pipe',
       env: {
         ...process.env,
         PORT: '0',
@@ -184,7 +198,10 @@ async function main() {
       },
     })
     children.push(router)
-    const managementKey = (await readLine(router, /management key: (rt_mgmt_\S+)/))[1]!
+    const managementKey = (await readLine(router, /management key: (rt_mgmt_\S+)/, 60_000, 'stderr'))[1]!
+    void (async () => {
+      for await (const chunk of router.stderr as ReadableStream<Uint8Array>) process.stderr.write(chunk)
+    })()
     const routerPort = (await readLine(router, /listening on http:\/\/127\.0\.0\.1:(\d+)/))[1]
     drain(router)
     drain(upstream)

@@ -1,21 +1,57 @@
 /**
  * A mock upstream gateway for trying the router locally (README walkthrough):
- *   bun scripts/mock-gateway.ts --port 9101 [--fail 503] [--delay-ms 0] [--models a,b]
+ *   ./scripts/mock-gateway --port 9101 [--fail 503] [--delay-ms 0] [--models a,b]
  * Answers OpenAI-style /chat/completions (buffered and SSE), /embeddings and /models by path suffix.
  * With --fail N every chat and embeddings call answers HTTP N, so a failover can be watched.
  */
-import { startMockGateway } from '../test/harness/mock-gateway'
+import { parseArgs } from 'node:util'
 
-function flag(name: string): string | undefined {
-  const index = process.argv.indexOf(`--${name}`)
-  return index === -1 ? undefined : process.argv[index + 1]
+const help = `usage: ./scripts/mock-gateway [--port N] [--fail STATUS] [--delay-ms N] [--models a,b]
+
+A mock upstream gateway on 127.0.0.1 for local trials: answers OpenAI-style /chat/completions
+(buffered and streamed), /embeddings and /models by path suffix. Point a gateway kind at it with
+RT_GATEWAY_URL_<SLUG>=http://127.0.0.1:N (e.g. RT_GATEWAY_URL_OPENAI).
+  --port N         listen port, default 9101 (0 picks a free one)
+  --fail STATUS    every chat and embeddings call answers HTTP STATUS (to watch a failover)
+  --delay-ms N     wait N ms before each failing answer, default 0
+  --models a,b     the model ids /models lists
+`
+
+function fail(message: string): never {
+  process.stderr.write(`mock-gateway: ${message}\n${help}`)
+  process.exit(1)
 }
 
-const port = Number(flag('port') ?? 9101)
-const failStatus = flag('fail') ? Number(flag('fail')) : undefined
-const delayMs = Number(flag('delay-ms') ?? 0) // applies to failing answers
-const models = flag('models')?.split(',')
+let values: { port?: string; fail?: string; 'delay-ms'?: string; models?: string; help?: boolean }
+try {
+  values = parseArgs({
+    args: process.argv.slice(2),
+    options: { port: { type: 'string' }, fail: { type: 'string' }, 'delay-ms': { type: 'string' }, models: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    strict: true,
+    allowPositionals: false,
+  }).values
+} catch (error) {
+  fail(error instanceof Error ? error.message.split('\n')[0]! : String(error))
+}
+if (values.help) {
+  process.stdout.write(help)
+  process.exit(0)
+}
 
+function integer(name: string, text: string | undefined, fallback: number | undefined): number | undefined {
+  if (text === undefined) return fallback
+  const value = Number(text)
+  if (!Number.isInteger(value) || value < 0) fail(`--${name} must be a whole number, got '${text}'`)
+  return value
+}
+
+const port = integer('port', values.port, 9101)!
+const failStatus = integer('fail', values.fail, undefined)
+const delayMs = integer('delay-ms', values['delay-ms'], 0)! // applies to failing answers
+const models = values.models?.split(',')
+
+// Loaded after the argument check, so --help works before the dependencies are installed.
+const { startMockGateway } = await import('../test/harness/mock-gateway')
 const gateway = await startMockGateway({
   port,
   models,

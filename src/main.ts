@@ -1,22 +1,76 @@
-/** The service process: config → storage (+migrate) → first-start workspace → app → listen; SIGTERM drains. */
-import { ConfigError, loadConfig } from './config/env'
-import { createRuntime } from './runtime'
-import { buildApp, createErrorHandler, createFetchHandler } from './app'
-import { createWorkspace } from './management/workspaces'
-import { startScheduler } from './scheduler/scheduler'
+/** The service process: config → storage (+migrate, master key check) → app → listen → first-start workspace → scheduler; SIGTERM drains. */
+import { parseArgs } from 'node:util'
+import { environmentVariables, loadConfig } from './config/env'
+
+class StartupError extends Error {}
+
+/** The environment table of `--help`: names in a column, meanings wrapped to 100 characters. */
+function environmentHelp(): string {
+  const width = 24
+  const indent = ' '.repeat(width + 3)
+  return environmentVariables
+    .map(([name, meaning]) => {
+      const lines: string[] = []
+      let line = ''
+      for (const word of meaning.split(' ')) {
+        if (line && indent.length + line.length + 1 + word.length > 100) {
+          lines.push(line)
+          line = word
+        } else line = line ? `${line} ${word}` : word
+      }
+      lines.push(line)
+      const head = name.length <= width ? `  ${name.padEnd(width)} ` : `  ${name}\n${indent}`
+      return head + lines.join(`\n${indent}`)
+    })
+    .join('\n')
+}
+
+const startHelp = `usage: ./scripts/start [--help]
+
+Gets Bun when it is not on PATH (from the npm registry into .tools/), installs the production
+dependencies (bun install --frozen-lockfile --production), applies the database migrations and
+serves the router in one process. It takes no other arguments: environment variables configure it.
+
+The first start on an empty database creates the workspace "default" and writes its full-access
+management key once, to stderr, on a line of its own: "management key: rt_mgmt_…".
+Stdout carries one JSON log line per event; when the service is ready, the "listening" line's
+message says "listening on <url> (role <role>)". A port already in use is an error (exit 1).
+SIGTERM or SIGINT: stop accepting, let requests in flight finish (up to 30 s), exit 0.
+
+Environment:
+${environmentHelp()}
+
+Set-up (scripts only):
+  RT_SKIP_INSTALL=1        skip the dependency install
+`
+
+function isAddressInUse(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'EADDRINUSE'
+}
 
 async function main() {
+  let help: boolean | undefined
+  try {
+    help = parseArgs({ args: process.argv.slice(2), options: { help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values.help
+  } catch (error) {
+    throw new StartupError(`${error instanceof Error ? error.message : String(error)}: the service takes no arguments but --help; environment variables configure it (./scripts/start --help)`)
+  }
+  if (help) {
+    process.stdout.write(startHelp)
+    return
+  }
   const config = loadConfig()
+  // Loaded after the argument check, so `--help` answers before the dependencies are installed.
+  const [{ createRuntime }, { buildApp, createErrorHandler, createFetchHandler }, { createWorkspace }, { startScheduler }] = await Promise.all([
+    import('./runtime'),
+    import('./app'),
+    import('./management/workspaces'),
+    import('./scheduler/scheduler'),
+  ])
   const runtime = createRuntime(config)
   const { logger } = runtime
   if (runtime.masterKeyCreated) {
     logger.warn('master_key_created', { message: 'RT_MASTER_KEY is unset: a random master key was written to the data directory (mode 0600). Back it up: provider secrets cannot be read without it.' })
-  }
-  if (runtime.repositories.workspaces.count() === 0) {
-    const created = createWorkspace(runtime, 'default')
-    // Printed once, on a line of its own (CONTRACT §1); later starts print no secret.
-    process.stdout.write(`management key: ${created.management_key}\n`)
-    logger.info('workspace_created', { workspace_id: created.workspace.id, name: 'default' })
   }
 
   const app = buildApp(runtime)
@@ -28,23 +82,39 @@ async function main() {
     },
     onError: (message) => logger.error('wal_checkpoint_failed', { error: message }),
   })
-  const stopScheduler = startScheduler(runtime)
   const tls = config.tlsCert && config.tlsKey ? { cert: Bun.file(config.tlsCert), key: Bun.file(config.tlsKey) } : undefined
-  const server = Bun.serve({
-    hostname: config.host,
-    port: config.port,
-    tls,
-    // Batch submits may approach 100 MB; per-route limits are enforced by the routes.
-    maxRequestBodySize: 110 * 1024 * 1024,
-    idleTimeout: 120,
-    development: false,
-    fetch: createFetchHandler(app, runtime),
-    error: createErrorHandler(runtime),
-  })
-  const scheme = tls ? 'https' : 'http'
-  logger.info('listening', { url: `${scheme}://${server.hostname}:${server.port}`, role: config.role })
-  process.stdout.write(`listening on ${scheme}://${server.hostname}:${server.port} (role ${config.role})\n`)
+  let server: ReturnType<typeof Bun.serve>
+  try {
+    server = Bun.serve({
+      hostname: config.host,
+      port: config.port,
+      tls,
+      // Bun turns reusePort on when development is off: a second start on a busy port would then
+      // share it, and requests would land on the old and the new process at random.
+      reusePort: false,
+      // Batch submits may approach 100 MB; per-route limits are enforced by the routes.
+      maxRequestBodySize: 110 * 1024 * 1024,
+      idleTimeout: 120,
+      development: false,
+      fetch: createFetchHandler(app, runtime),
+      error: createErrorHandler(runtime),
+    })
+  } catch (error) {
+    if (isAddressInUse(error)) {
+      throw new StartupError(`${config.host}:${config.port} is in use (EADDRINUSE): another process listens there. Stop it, or set PORT (or HOST) to a free one.`)
+    }
+    throw error
+  }
 
+  // After the listener is up, so a start that cannot listen never spends the one-time key.
+  if (runtime.repositories.workspaces.count() === 0) {
+    const created = createWorkspace(runtime, 'default')
+    // Printed once, on a line of its own (CONTRACT §1), on stderr: stdout is JSON log lines only,
+    // and a secret has no place in the log stream. Later starts print no secret.
+    process.stderr.write(`management key: ${created.management_key}\n`)
+    logger.info('workspace_created', { workspace_id: created.workspace.id, name: 'default' })
+  }
+  const stopScheduler = startScheduler(runtime)
   let stopping = false
   const shutdown = async (signal: string) => {
     if (stopping) return
@@ -58,12 +128,18 @@ async function main() {
     runtime.storage.close()
     process.exit(0)
   }
+  // Before the ready line: a SIGTERM sent as soon as it is read must find the handler.
   process.on('SIGTERM', () => void shutdown('SIGTERM'))
   process.on('SIGINT', () => void shutdown('SIGINT'))
+
+  const url = `${tls ? 'https' : 'http'}://${server.hostname}:${server.port}`
+  // The ready line of CONTRACT §2, a log line like the others but written whatever RT_LOG_LEVEL says.
+  const listening = { time: new Date().toISOString(), level: 'info', event: 'listening', message: `listening on ${url} (role ${config.role})`, url, role: config.role }
+  process.stdout.write(JSON.stringify(listening) + '\n')
 }
 
 main().catch((error) => {
-  const message = error instanceof ConfigError || error instanceof Error ? error.message : String(error)
-  process.stderr.write(JSON.stringify({ level: 'error', event: 'startup_failed', message }) + '\n')
+  const message = error instanceof Error ? error.message : String(error)
+  process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level: 'error', event: 'startup_failed', message }) + '\n')
   process.exit(1)
 })

@@ -1,4 +1,4 @@
-/** Builds the shared runtime (config → master key → storage → repositories) for the server, CLI and tests. */
+/** Builds the shared runtime (config → storage → master key checked against it → repositories) for the server, CLI and tests. */
 import { join } from 'node:path'
 import type { Config } from './config/env'
 import { createLogger, type Logger } from './observability/logger'
@@ -29,8 +29,17 @@ export interface Runtime extends AppDeps {
 
 export function createRuntime(config: Config, options: { logger?: Logger; fetch?: typeof fetch } = {}): Runtime {
   const logger = options.logger ?? createLogger(config.logLevel)
-  const { key, created } = loadMasterKey(config.masterKey, join(config.dataDir, 'master.key'))
+  // Storage first: whether a master key may be created, and whether the given one is right, is
+  // decided by what the database holds (its key check value, its encrypted rows).
   const storage = openStorage(config.dbPath)
+  let masterKey: { key: Buffer; created: boolean }
+  try {
+    masterKey = loadMasterKey({ fromEnvironment: config.masterKey, keyFilePath: join(config.dataDir, 'master.key'), databasePath: config.dbPath, database: storage.masterKeyRecord })
+  } catch (error) {
+    storage.close()
+    throw error
+  }
+  const { key, created } = masterKey
   const onConfigWrite = new Set<() => void>()
   const repositories = createRepositories(storage, () => {
     for (const listener of onConfigWrite) listener()

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Shared set-up for scripts/start, scripts/test and scripts/cli (CONTRACT §1): make sure Bun is
-# available (from the npm registry into .tools/ when `bun` is not on PATH), then install the locked
-# dependencies. Sourced, not run.
+# Shared set-up for the scripts (CONTRACT §1): make sure Bun is available (from the npm registry
+# into .tools/ when `bun` is not on PATH), then install the locked dependencies. Sourced, not run;
+# the caller may set install_mode=full (dev dependencies too) before sourcing.
 set -euo pipefail
 caller_dir="$PWD"
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 
 bun_version="1.4.5"
+# `production` (start, cli, mock-gateway, bench: what the service runs) or `full` (test: the dev
+# dependencies too, ~250 MB against ~85 MB).
+install_mode="${install_mode:-production}"
+# --help needs Bun but never the dependencies (the caller's arguments are visible when sourced).
+for argument in "$@"; do
+  case "$argument" in --help | -h) RT_SKIP_INSTALL=1 ;; esac
+done
+
 # One set-up at a time: scripts started together on a fresh clone (the mock gateway and the
 # service, say) would otherwise install into .tools/ and node_modules/ at once, and the second
 # would find a half-installed Bun. flock is util-linux; where it is missing the lock is skipped.
@@ -23,8 +31,20 @@ if ! command -v bun >/dev/null 2>&1; then
   export PATH="$repo_root/.tools/node_modules/.bin:$PATH"
 fi
 
+# Written after a full install; node_modules/ going away takes it along.
+full_install_marker="$repo_root/node_modules/.router-full-install"
 if [ "${RT_SKIP_INSTALL:-0}" != "1" ]; then
-  bun install --frozen-lockfile >&2
+  if [ "$install_mode" = "full" ]; then
+    bun install --frozen-lockfile >&2
+    touch "$full_install_marker"
+  elif [ -f "$full_install_marker" ]; then
+    # A full install (scripts/test) is already here, and the production packages are a subset of
+    # it: keep it whole rather than prune the dev packages the next test run would put back. The
+    # full install's check against the lockfile is a no-op in milliseconds when nothing changed.
+    bun install --frozen-lockfile >&2
+  else
+    bun install --frozen-lockfile --production >&2
+  fi
 fi
 exec 9>&-
 # Relative settings such as RT_DATA_DIR=./data resolve from where the command was run.

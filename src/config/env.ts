@@ -1,5 +1,5 @@
-/** Reads the operator environment (../shared/CONTRACT.md §2–4) once into a frozen Config. */
-import { join } from 'node:path'
+/** Reads the operator environment (CONTRACT §2–4) once into a frozen Config. */
+import { join, resolve } from 'node:path'
 
 export type Role = 'all' | 'proxy' | 'app'
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
@@ -28,6 +28,35 @@ export interface Config {
 
 export class ConfigError extends Error {}
 
+/** The repository root: the directory holding scripts/, src/ and db/. */
+export const repositoryRoot = resolve(import.meta.dir, '../..')
+
+/**
+ * The data directory when RT_DATA_DIR is unset: `data/` of the repository, wherever the command
+ * runs from, so the server and the CLI started from another directory share one database and one
+ * master key. An RT_DATA_DIR or RT_DB_PATH that is given resolves from the current directory.
+ */
+export const defaultDataDir = join(repositoryRoot, 'data')
+
+/** Every variable loadConfig reads, for `scripts/start --help`: [name, meaning]. */
+export const environmentVariables: readonly (readonly [string, string])[] = [
+  ['HOST', 'listen address, default 127.0.0.1'],
+  ['PORT', 'listen port, default 8080 (0 picks a free port); a port in use is an error'],
+  ['RT_ROLE', 'all (default), proxy (/v1, /mcp, /healthz) or app (/api/v1, dashboard, /healthz)'],
+  ['RT_TLS_CERT, RT_TLS_KEY', 'PEM file paths; both set: the listener speaks HTTPS'],
+  ['RT_DATA_DIR', `master.key and router.db; default ${defaultDataDir} (the repository's data/, from any current directory); a relative path resolves from the current directory`],
+  ['RT_DB_PATH', 'the SQLite database file, default $RT_DATA_DIR/router.db; a relative path resolves from the current directory'],
+  ['RT_MASTER_KEY', '32 bytes (64 hex digits or base64) encrypting stored secrets; unset: $RT_DATA_DIR/master.key, created only for a database without secrets. A key that is not the database\'s own is refused'],
+  ['RT_GATEWAY_URL_<SLUG>', 'replaces one gateway kind\'s base URL; SLUG is the catalog id upper-cased, non-alphanumerics as _'],
+  ['RT_TRUST_PROXY', '1: the caller address is Fly-Client-IP or the first X-Forwarded-For entry'],
+  ['RT_DEADLINE_MS', 'request deadline, default 95000'],
+  ['RT_KEYTERMS_ENABLED, RT_DECISIONER_ENABLED', 'operator flags; 1 turns on'],
+  ['RT_ADS_URL, RT_KEYTERMS_URL', 'the companion-ad and keyterm link services'],
+  ['RT_SMTP_URL', 'SMTP server for batch e-mails, e.g. smtp://127.0.0.1:2525'],
+  ['RT_WEBHOOK_ALLOW_PRIVATE', '1: webhooks may target loopback/private addresses and http (tests, closed networks)'],
+  ['RT_LOG_LEVEL', 'debug, info (default), warn, error'],
+]
+
 function integerSetting(environment: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {
   const raw = environment[name]
   if (raw === undefined || raw === '') return fallback
@@ -46,7 +75,8 @@ function oneOf<T extends string>(environment: Record<string, string | undefined>
 }
 
 export function loadConfig(environment: Record<string, string | undefined> = Bun.env): Config {
-  const dataDir = environment.RT_DATA_DIR || './data'
+  const dataDir = environment.RT_DATA_DIR ? resolve(environment.RT_DATA_DIR) : defaultDataDir
+  const dbPath = environment.RT_DB_PATH === ':memory:' ? ':memory:' : environment.RT_DB_PATH ? resolve(environment.RT_DB_PATH) : join(dataDir, 'router.db')
   const overrides: Record<string, string> = {}
   for (const [name, value] of Object.entries(environment)) {
     if (name.startsWith('RT_GATEWAY_URL_') && value) overrides[name.slice('RT_GATEWAY_URL_'.length)] = value.replace(/\/+$/, '')
@@ -58,7 +88,7 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     port: integerSetting(environment, 'PORT', 8080, 0, 65535),
     role: oneOf(environment, 'RT_ROLE', ['all', 'proxy', 'app'] as const, 'all'),
     dataDir,
-    dbPath: environment.RT_DB_PATH || join(dataDir, 'router.db'),
+    dbPath,
     masterKey: environment.RT_MASTER_KEY || undefined,
     tlsCert,
     tlsKey,

@@ -1,7 +1,9 @@
 /** Opens the SQLite database (WAL, foreign keys) with drizzle and applies db/migrations. */
 import { Database } from 'bun:sqlite'
+import { is } from 'drizzle-orm'
 import { drizzle, type BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
 import { migrate } from 'drizzle-orm/bun-sqlite/migrator'
+import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import { mkdirSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import * as schema from './schema'
@@ -9,6 +11,24 @@ import * as schema from './schema'
 export type Db = BunSQLiteDatabase<typeof schema> & { $client: Database }
 
 export const migrationsFolder = join(import.meta.dir, '../../db/migrations')
+
+/** Every column holding ciphertext under the master key: by the schema's naming rule, `…_ciphertext`. */
+export const encryptedColumns: readonly { table: string; column: string }[] = (Object.values(schema) as unknown[])
+  .filter((value): value is SQLiteTable => is(value, SQLiteTable))
+  .flatMap((table) => {
+    const config = getTableConfig(table)
+    return config.columns.filter((column) => column.name.endsWith('_ciphertext')).map((column) => ({ table: config.name, column: column.name }))
+  })
+
+/** What the database says about the master key in use (storage/crypto.ts loadMasterKey decides). */
+export interface MasterKeyRecord {
+  /** The stored key check value, if a master key was ever used with this database. */
+  checkValue(): string | undefined
+  /** Stores the check value unless one is there already; returns the one stored afterwards. */
+  saveCheckValue(value: string): string
+  /** One ciphertext from any encrypted column, if the database holds any. */
+  encryptedSample(): string | undefined
+}
 
 export interface Storage {
   sqlite: Database
@@ -23,6 +43,7 @@ export interface Storage {
    * checkpoint copies megabytes and would stall every request in flight for milliseconds).
    */
   startBackgroundCheckpoints(options: BackgroundCheckpointOptions): Promise<BackgroundCheckpoints>
+  masterKeyRecord: MasterKeyRecord
   close(): void
 }
 
@@ -57,7 +78,28 @@ export function openStorage(path: string, options: { migrate?: boolean } = {}): 
     configVersion: () => configQuery.get()?.version ?? 0,
     bumpConfigVersion: () => void bump.run(),
     startBackgroundCheckpoints: (options) => startCheckpointWorker(sqlite, path, options),
+    masterKeyRecord: createMasterKeyRecord(sqlite),
     close: () => sqlite.close(),
+  }
+}
+
+function createMasterKeyRecord(sqlite: Database): MasterKeyRecord {
+  const read = () => sqlite.query<{ check_value: string }, []>('select check_value from master_key_check where id = 1').get()?.check_value
+  return {
+    checkValue: read,
+    saveCheckValue(value) {
+      // `or ignore`: two processes starting at once on a new database keep the first value, and
+      // the second compares against it.
+      sqlite.query('insert or ignore into master_key_check (id, check_value, created_at) values (1, ?, ?)').run(value, new Date().toISOString())
+      return read()!
+    },
+    encryptedSample() {
+      for (const { table, column } of encryptedColumns) {
+        const row = sqlite.query<{ value: string }, []>(`select "${column}" as value from "${table}" where "${column}" is not null limit 1`).get()
+        if (row) return row.value
+      }
+      return undefined
+    },
   }
 }
 

@@ -13,18 +13,78 @@ export function parseMasterKey(text: string): Buffer {
   return key
 }
 
+/** What loadMasterKey needs to know about the database (storage/client.ts MasterKeyRecord). */
+export interface MasterKeyDatabase {
+  checkValue(): string | undefined
+  saveCheckValue(value: string): string
+  encryptedSample(): string | undefined
+}
+
 /**
- * The master key from RT_MASTER_KEY, else from $RT_DATA_DIR/master.key, which the first start
- * creates (mode 0600). `created` tells the caller to warn (CONTRACT §3).
+ * The key check value stored beside the data: an HMAC of a fixed label under the master key. A
+ * different key gives a different value; the value tells nothing about the key.
  */
-export function loadMasterKey(fromEnvironment: string | undefined, keyFilePath: string): { key: Buffer; created: boolean } {
-  if (fromEnvironment) return { key: parseMasterKey(fromEnvironment), created: false }
-  if (existsSync(keyFilePath)) return { key: parseMasterKey(readFileSync(keyFilePath, 'utf8')), created: false }
-  mkdirSync(dirname(keyFilePath), { recursive: true })
-  const key = randomBytes(32)
-  writeFileSync(keyFilePath, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
-  chmodSync(keyFilePath, 0o600)
-  return { key, created: true }
+export function masterKeyCheckValue(key: Buffer): string {
+  return createHmac('sha256', key).update('router-master-key-check-v1').digest('hex')
+}
+
+/**
+ * The master key from RT_MASTER_KEY, else from $RT_DATA_DIR/master.key, proved against the
+ * database's key check value. A new key file is written (mode 0600, `created` tells the caller to
+ * warn, CONTRACT §3) only for a database that holds no secrets under another key. A key that does
+ * not match the database is refused: the service would fail to read every stored secret, and the
+ * CLI would write new ones no server could read.
+ */
+export function loadMasterKey(options: { fromEnvironment: string | undefined; keyFilePath: string; databasePath: string; database: MasterKeyDatabase }): {
+  key: Buffer
+  created: boolean
+} {
+  const { fromEnvironment, keyFilePath, databasePath, database } = options
+  let key: Buffer
+  let source: string
+  let created = false
+  if (fromEnvironment) {
+    key = parseMasterKey(fromEnvironment)
+    source = 'RT_MASTER_KEY'
+  } else if (existsSync(keyFilePath)) {
+    key = parseMasterKey(readFileSync(keyFilePath, 'utf8'))
+    source = keyFilePath
+  } else {
+    if (database.checkValue() !== undefined || database.encryptedSample() !== undefined) {
+      throw new MasterKeyError(
+        `no master key: RT_MASTER_KEY is unset and ${keyFilePath} does not exist, but the database ${databasePath} holds secrets encrypted under a master key. ` +
+          'Set RT_MASTER_KEY to that key, or restore its master.key file (is RT_DATA_DIR the directory it was created in?). A new key would not read them, so none is created.',
+      )
+    }
+    mkdirSync(dirname(keyFilePath), { recursive: true })
+    key = randomBytes(32)
+    writeFileSync(keyFilePath, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
+    chmodSync(keyFilePath, 0o600)
+    source = keyFilePath
+    created = true
+  }
+
+  const expected = masterKeyCheckValue(key)
+  const mismatch = () =>
+    new MasterKeyError(
+      `the master key from ${source} is not the key of the database ${databasePath} (its key check value differs): refusing to start. ` +
+        'Set RT_MASTER_KEY to the key this database was created with, or restore its master.key file.',
+    )
+  let stored = database.checkValue()
+  if (stored === undefined) {
+    // A database from before the check value: a stored secret must decrypt under this key.
+    const sample = database.encryptedSample()
+    if (sample !== undefined) {
+      try {
+        createSecretBox(key).decrypt(sample)
+      } catch {
+        throw mismatch()
+      }
+    }
+    stored = database.saveCheckValue(expected)
+  }
+  if (!hashesEqual(stored, expected)) throw mismatch()
+  return { key, created }
 }
 
 export interface SecretBox {

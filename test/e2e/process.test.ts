@@ -49,8 +49,12 @@ class ServiceProcess {
     return this.stdout.split('\n').filter((line) => line !== '')
   }
 
-  /** Resolves with the first complete stdout line matching, as soon as it arrives. */
-  async waitForLine(predicate: (line: string) => boolean): Promise<string> {
+  stderrLines(): string[] {
+    return this.stderr.split('\n').filter((line) => line !== '')
+  }
+
+  /** Resolves with the first complete line of stdout (or stderr) matching, as soon as it arrives. */
+  async waitForLine(predicate: (line: string) => boolean, from: 'stdout' | 'stderr' = 'stdout'): Promise<string> {
     let exited = false
     let timedOut = false
     const wakeAll = () => {
@@ -67,7 +71,7 @@ class ServiceProcess {
     }, startupLimitMs)
     try {
       for (;;) {
-        const complete = this.stdout.slice(0, this.stdout.lastIndexOf('\n') + 1)
+        const complete = this[from].slice(0, this[from].lastIndexOf('\n') + 1)
         const found = complete.split('\n').find((line) => line !== '' && predicate(line))
         if (found !== undefined) return found
         if (exited) throw new Error(`process exited before the expected line.\nstdout:\n${this.stdout}\nstderr:\n${this.stderr}`)
@@ -79,14 +83,28 @@ class ServiceProcess {
     }
   }
 
-  /** Waits for the `listening on` line and returns the root URL it names. */
+  /** Waits for the JSON `listening` log line (its message says `listening on …`) and returns the root URL it names. */
   async listening(): Promise<{ line: string; rootUrl: string }> {
     const line = await this.waitForLine((text) => text.includes('listening on'))
-    const match = /listening on (https?):\/\/([^\s:/]+|\[[^\]]+\]):(\d+)/.exec(line)
+    const entry = JSON.parse(line) as { event: string; message: string }
+    expect(entry.event).toBe('listening')
+    const match = /^listening on (https?):\/\/([^\s:/]+|\[[^\]]+\]):(\d+) \(role \w+\)$/.exec(entry.message)
     expect(match).not.toBeNull()
     const port = Number(match![3])
     expect(port).toBeGreaterThan(0)
     return { line, rootUrl: `http://127.0.0.1:${port}` }
+  }
+
+  /** The one-time `management key: …` line of a first start, from stderr. */
+  async managementKey(): Promise<string> {
+    return managementKeyFrom(await this.waitForLine(managementKeyLine, 'stderr'))
+  }
+
+  /** Waits for the process to end on its own; its exit code. */
+  async exited(): Promise<number> {
+    const code = await this.child.exited
+    await this.pumped
+    return code
   }
 
   async stop(): Promise<number> {
@@ -129,15 +147,17 @@ function managementKeyFrom(line: string): string {
 }
 
 describe('service process', () => {
-  test('first start prints the management key and writes master.key (0600); SIGTERM exits 0; a second start prints no key', async () => {
+  test('first start prints the management key (stderr) and writes master.key (0600); SIGTERM exits 0; a second start prints no key', async () => {
     const dataDir = tempDir()
 
     const first = start(dataDir)
     const { rootUrl } = await first.listening()
-    const keyLines = first.stdoutLines().filter(managementKeyLine)
+    const managementKey = await first.managementKey()
+    const keyLines = first.stderrLines().filter(managementKeyLine)
     expect(keyLines).toHaveLength(1)
     expect(keyLines[0]!.startsWith('management key: rt_mgmt_')).toBe(true)
-    const managementKey = managementKeyFrom(keyLines[0]!)
+    // The secret is never in the log stream.
+    expect(first.stdout).not.toContain('rt_mgmt_')
 
     // RT_MASTER_KEY unset: a random key file, mode 0600.
     const masterKeyPath = join(dataDir, 'master.key')
@@ -172,28 +192,35 @@ describe('service process', () => {
     expect((await fetch(`${again.rootUrl}/api/v1/account`, { headers: { authorization: `Bearer ${managementKey}` } })).status).toBe(200)
     expect(await second.stop()).toBe(0)
     // Later starts print no secret: no key line anywhere in the whole output.
-    expect(second.stdoutLines().filter(managementKeyLine)).toEqual([])
+    expect(second.stderrLines().filter(managementKeyLine)).toEqual([])
     expect(second.stdout).not.toContain('rt_mgmt_')
     expect(second.stderr).not.toContain('rt_mgmt_')
     // The master key file is reused, not replaced.
     expect(await Bun.file(masterKeyPath).text()).toBe(masterKeyBefore)
   })
 
-  test('stdout log lines are JSON, apart from the key line and the listening line', async () => {
+  test('stdout is JSON lines only: the ready line is the `listening` log line; the key line is on stderr', async () => {
     const service = start(tempDir())
     const { line: listeningLine, rootUrl } = await service.listening()
+    await service.managementKey()
     await fetch(`${rootUrl}/healthz`)
     expect(await service.stop()).toBe(0)
-    for (const line of service.stdoutLines()) {
-      if (managementKeyLine(line) || line === listeningLine) continue
-      expect(() => JSON.parse(line)).not.toThrow()
-    }
+    expect(service.stdoutLines().length).toBeGreaterThan(1)
+    for (const line of service.stdoutLines()) expect(() => JSON.parse(line)).not.toThrow()
+    expect(JSON.parse(listeningLine)).toMatchObject({ level: 'info', event: 'listening', role: 'all', message: `listening on ${rootUrl} (role all)` })
+    expect(service.stdoutLines().filter((line) => line.includes('listening on'))).toEqual([listeningLine])
+  })
+
+  test('the listening line is printed at RT_LOG_LEVEL=warn too (CONTRACT §2)', async () => {
+    const service = start(tempDir(), { RT_LOG_LEVEL: 'warn' })
+    await service.listening()
+    expect(await service.stop()).toBe(0)
   })
 
   test('RT_ROLE=proxy serves /healthz, /metrics and /mcp but not /api/v1', async () => {
     const service = start(tempDir(), { RT_ROLE: 'proxy' })
     const { rootUrl } = await service.listening()
-    const managementKey = managementKeyFrom(service.stdoutLines().find(managementKeyLine)!)
+    const managementKey = await service.managementKey()
 
     const health = await fetch(`${rootUrl}/healthz`)
     expect(health.status).toBe(200)
@@ -216,7 +243,7 @@ describe('service process', () => {
   test('RT_ROLE=app serves /api/v1 and /healthz but not /mcp', async () => {
     const service = start(tempDir(), { RT_ROLE: 'app' })
     const { rootUrl } = await service.listening()
-    const managementKey = managementKeyFrom(service.stdoutLines().find(managementKeyLine)!)
+    const managementKey = await service.managementKey()
 
     expect((await fetch(`${rootUrl}/healthz`)).status).toBe(200)
     expect((await fetch(`${rootUrl}/metrics`)).status).toBe(200)
@@ -230,6 +257,44 @@ describe('service process', () => {
     })
     expect(mcp.status).toBe(404)
     expect(await service.stop()).toBe(0)
+  })
+})
+
+describe('a port already in use', () => {
+  test('a second start on a busy port exits 1 with one JSON line naming host:port as in use; the first keeps serving alone', async () => {
+    const first = start(tempDir())
+    const { rootUrl } = await first.listening()
+    const port = new URL(rootUrl).port
+
+    const second = start(tempDir(), { PORT: port })
+    expect(await second.exited()).toBe(1)
+    expect(second.stdout).not.toContain('listening on')
+    const lines = [...second.stdoutLines(), ...second.stderrLines()]
+    const failures = lines.filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>).filter((entry) => entry.level === 'error')
+    expect(failures).toHaveLength(1)
+    expect(failures[0]!.message).toContain(`127.0.0.1:${port} is in use`)
+    // No plain line either (the key of a database that never served is not spent).
+    expect(lines.filter((line) => !line.startsWith('{'))).toEqual([])
+
+    // Every request still lands on the first process.
+    for (let index = 0; index < 20; index++) expect((await fetch(`${rootUrl}/healthz`)).status).toBe(200)
+    expect(await first.stop()).toBe(0)
+  })
+})
+
+describe('the master key of the database', () => {
+  test('a well-formed but wrong RT_MASTER_KEY: the service refuses to start, with one JSON line saying so (exit 1)', async () => {
+    const dataDir = tempDir()
+    const first = start(dataDir, { RT_MASTER_KEY: Buffer.alloc(32, 1).toString('base64') })
+    await first.listening()
+    expect(await first.stop()).toBe(0)
+
+    const wrong = start(dataDir, { RT_MASTER_KEY: Buffer.alloc(32, 2).toString('hex') })
+    expect(await wrong.exited()).toBe(1)
+    expect(wrong.stdout).not.toContain('listening on')
+    const failure = JSON.parse(wrong.stderrLines().at(-1)!) as Record<string, unknown>
+    expect(failure).toMatchObject({ level: 'error', event: 'startup_failed' })
+    expect(failure.message).toContain('not the key of the database')
   })
 })
 
@@ -262,7 +327,7 @@ describe('SIGTERM with a request in flight', () => {
     const dataDir = tempDir()
     const service = start(dataDir, { RT_GATEWAY_URL_OPENAI: mock.url })
     const { rootUrl } = await service.listening()
-    const managementKey = managementKeyFrom(service.stdoutLines().find(managementKeyLine)!)
+    const managementKey = await service.managementKey()
     const admin = (path: string, body: unknown) =>
       fetch(`${rootUrl}/api/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }).then(
         (response) => response.json() as Promise<{ data: any }>,

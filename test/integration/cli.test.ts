@@ -3,7 +3,7 @@
  * server on the same database (CONTRACT §3: a write by one process is seen by the others).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { loadConfig } from '../../src/config/env'
@@ -353,5 +353,68 @@ describe('operator CLI', () => {
     await fails(['frobnicate'])
     await fails([])
     await fails(['key', 'webhook', '--id', inferenceKeyId])
+  })
+})
+
+describe('CLI help and incomplete commands', () => {
+  /** A data dir that help and usage errors must never create (no database touched). */
+  const neverCreated = () => join(dataDir, 'never-created')
+
+  test('--help and -h print human help on stdout and exit 0 for the CLI, a group and a command, without touching a database', async () => {
+    const cases: [string[], string[]][] = [
+      [['--help'], ['usage: ./scripts/cli <command>', 'workspace create --name N', 'key mcp add --id KEY_ID --url URL [--name N]', 'jobs run catalog-crawl|budget-learn|batch-refresh|webhooks|all']],
+      [['-h'], ['usage: ./scripts/cli <command>']],
+      [['workspace', '--help'], ['workspace create --name N', 'workspace set --workspace ID']],
+      [['key', '-h'], ['key rotate --id KEY_ID', 'key webhook --id KEY_ID (--url URL | --rotate-secret | --clear)', 'key mcp list --id KEY_ID']],
+      [['key', 'mcp', '--help'], ['key mcp add', 'key mcp list', 'key mcp remove --id KEY_ID --server ID']],
+      [['mgmt-key', '--help'], ['mgmt-key create --workspace ID [--read-only]', 'mgmt-key set --id ID --read-only true/false']],
+      [['jobs', '--help'], ['jobs run catalog-crawl|budget-learn|batch-refresh|webhooks|all']],
+      [['workspace', 'set', '--help'], ['usage: ./scripts/cli workspace set', '--allowed-ips LIST', '--suspended true/false']],
+      [['gateways', '-h'], ['usage: ./scripts/cli gateways']],
+      [['jobs', 'run', '--help'], ['usage: ./scripts/cli jobs run']],
+    ]
+    for (const [args, expected] of cases) {
+      const result = await cli(args, { RT_DATA_DIR: neverCreated() })
+      expect({ args, exitCode: result.exitCode, stderr: result.stderr }).toEqual({ args, exitCode: 0, stderr: '' })
+      expect(result.stdout.startsWith('usage: ')).toBe(true)
+      for (const text of expected) expect(result.stdout).toContain(text)
+    }
+    expect(existsSync(neverCreated())).toBe(false)
+  })
+
+  test('an incomplete command exits 1: the {"error"} line, then the sub-commands for a person, on stderr', async () => {
+    const cases: [string[], string[]][] = [
+      [['workspace'], ['workspace create --name N', 'workspace set --workspace ID']],
+      [['key'], ['key rotate', 'key notify-email --id KEY_ID --on true/false', 'key mcp remove']],
+      [['key', 'mcp'], ['key mcp add', 'key mcp list', 'key mcp remove']],
+      [['mgmt-key'], ['mgmt-key create', 'mgmt-key set']],
+      [['member'], ['member add --workspace ID --email E']],
+      [['gateway'], ['gateway set --gateway SLUG --enabled true/false']],
+      [['jobs'], ['jobs run']],
+    ]
+    for (const [args, expected] of cases) {
+      const result = await cli(args, { RT_DATA_DIR: neverCreated() })
+      expect({ args, exitCode: result.exitCode, stdout: result.stdout }).toEqual({ args, exitCode: 1, stdout: '' })
+      const [first, ...rest] = result.stderr.split('\n')
+      expect(JSON.parse(first!)).toEqual({ error: expect.stringContaining(`incomplete command '${args.join(' ')}'`) })
+      for (const text of expected) expect(rest.join('\n')).toContain(text)
+    }
+    expect(existsSync(neverCreated())).toBe(false)
+  })
+
+  test('an unknown flag or a stray word is a usage error naming it', async () => {
+    expect(await fails(['workspace', 'create', '--nam', 'x'], { RT_DATA_DIR: neverCreated() })).toContain("'--nam'")
+    expect(await fails(['gateways', 'extra'], { RT_DATA_DIR: neverCreated() })).toContain('gateways extra')
+    expect(await fails(['jobs', 'run'], { RT_DATA_DIR: neverCreated() })).toContain('catalog-crawl')
+    expect(existsSync(neverCreated())).toBe(false)
+  })
+})
+
+describe('CLI and the master key', () => {
+  test('a well-formed but wrong RT_MASTER_KEY is refused with a clear message and writes nothing', async () => {
+    const before = runtime.repositories.workspaces.count()
+    const error = await fails(['workspace', 'create', '--name', 'written under the wrong key'], { RT_MASTER_KEY: Buffer.alloc(32, 12).toString('base64') })
+    expect(error).toContain('not the key of the database')
+    expect(runtime.repositories.workspaces.count()).toBe(before)
   })
 })
