@@ -5,7 +5,8 @@ COPY package.json bun.lock bunfig.toml tsconfig.json ./
 RUN bun install --frozen-lockfile --production
 COPY src ./src
 COPY db ./db
-ENV HOST=0.0.0.0 PORT=8080 RT_DATA_DIR=/data
+# BUN_CONFIG_MAX_HTTP_REQUESTS: no cap of our own on concurrent upstream requests (src/gateways/concurrency.ts).
+ENV HOST=0.0.0.0 PORT=8080 RT_DATA_DIR=/data BUN_CONFIG_MAX_HTTP_REQUESTS=65535
 RUN mkdir -p /data && chown bun:bun /data
 VOLUME /data
 EXPOSE 8080

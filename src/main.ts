@@ -1,6 +1,7 @@
 /** The service process: config → storage (+migrate, master key check) → app → listen → first-start workspace → scheduler; SIGTERM drains. */
 import { parseArgs } from 'node:util'
 import { environmentVariables, loadConfig } from './config/env'
+import { upstreamConcurrency, wantedUpstreamConcurrency } from './gateways/concurrency'
 
 class StartupError extends Error {}
 
@@ -69,6 +70,13 @@ async function main() {
   ])
   const runtime = createRuntime(config)
   const { logger } = runtime
+  const concurrency = upstreamConcurrency()
+  if (concurrency < wantedUpstreamConcurrency) {
+    logger.warn('upstream_concurrency_limited', {
+      limit: concurrency,
+      message: `At most ${concurrency} upstream requests can be open at once (BUN_CONFIG_MAX_HTTP_REQUESTS): more wait in a queue. Start the service with ./scripts/start, or set BUN_CONFIG_MAX_HTTP_REQUESTS=${wantedUpstreamConcurrency} before Bun starts.`,
+    })
+  }
   if (runtime.masterKeyCreated) {
     logger.warn('master_key_created', { message: 'RT_MASTER_KEY is unset: a random master key was written to the data directory (mode 0600). Back it up: provider secrets cannot be read without it.' })
   }
@@ -94,6 +102,9 @@ async function main() {
       reusePort: false,
       // Batch submits may approach 100 MB; per-route limits are enforced by the routes.
       maxRequestBodySize: 110 * 1024 * 1024,
+      // Seconds a client connection may stay silent. It must outlast the 95 s request deadline (a
+      // buffered request sends nothing until the answer) and is enforced on streams through
+      // RT_STREAM_IDLE_MS first, so a stalled upstream ends with the dialect's failure record.
       idleTimeout: 120,
       development: false,
       fetch: createFetchHandler(app, runtime),
