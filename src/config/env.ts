@@ -15,6 +15,8 @@ export interface Config {
   tlsKey: string | undefined
   trustProxy: boolean
   deadlineMs: number
+  /** RT_STREAM_IDLE_MS: the longest silence a streamed answer may keep once it has begun. */
+  streamIdleMs: number
   keytermsEnabled: boolean
   decisionerEnabled: boolean
   adsUrl: string | undefined
@@ -50,10 +52,12 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['RT_GATEWAY_URL_<SLUG>', 'replaces one gateway kind\'s base URL; SLUG is the catalog id upper-cased, non-alphanumerics as _'],
   ['RT_TRUST_PROXY', '1: the caller address is Fly-Client-IP or the first X-Forwarded-For entry'],
   ['RT_DEADLINE_MS', 'request deadline, default 95000'],
+  ['RT_STREAM_IDLE_MS', 'a started stream with no upstream byte for this long is ended as stream_aborted; default 45000, 1000 to 90000'],
   ['RT_KEYTERMS_ENABLED, RT_DECISIONER_ENABLED', 'operator flags; 1 turns on'],
   ['RT_ADS_URL, RT_KEYTERMS_URL', 'the companion-ad and keyterm link services'],
   ['RT_SMTP_URL', 'SMTP server for batch e-mails, e.g. smtp://127.0.0.1:2525'],
-  ['RT_WEBHOOK_ALLOW_PRIVATE', '1: webhooks may target loopback/private addresses and http (tests, closed networks)'],
+  ['RT_WEBHOOK_ALLOW_PRIVATE', '1: webhooks and MCP servers may target loopback/private addresses and http (tests, closed networks)'],
+  ['BUN_CONFIG_MAX_HTTP_REQUESTS', 'Bun\'s cap on concurrent upstream requests, read when Bun starts; scripts/start sets 65535 (Bun\'s own default is 256)'],
   ['RT_LOG_LEVEL', 'debug, info (default), warn, error'],
 ]
 
@@ -94,6 +98,8 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     tlsKey,
     trustProxy: environment.RT_TRUST_PROXY === '1',
     deadlineMs: integerSetting(environment, 'RT_DEADLINE_MS', 95_000, 1, 3_600_000),
+    // Below the roughly 100 s idle cutoff in front of the service (SPEC "Limits"), like the upstream timeout.
+    streamIdleMs: integerSetting(environment, 'RT_STREAM_IDLE_MS', 45_000, 1000, 90_000),
     keytermsEnabled: environment.RT_KEYTERMS_ENABLED === '1',
     decisionerEnabled: environment.RT_DECISIONER_ENABLED === '1',
     adsUrl: environment.RT_ADS_URL || undefined,

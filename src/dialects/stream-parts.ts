@@ -2,6 +2,7 @@
  * The shared stream vocabulary every dialect decodes into and encodes from (../shared/STYLE.md):
  * text, reasoning, tool input, finish with usage, and error. Chat's finish reasons are the pivot.
  */
+import type { UpstreamBody } from './upstream-body'
 
 export type FinishReason = 'stop' | 'length' | 'tool_calls' | 'content_filter' | 'refusal'
 
@@ -25,23 +26,45 @@ export type StreamPart =
 
 /** Marks an upstream body that broke off; decoders turn it into an `error` part. */
 export const upstreamBroke = Symbol('upstream-broke')
-export type ByteChunk = Uint8Array | typeof upstreamBroke
+/** Marks an upstream body cut by the stream idle limit (RT_STREAM_IDLE_MS); an `error` part too. */
+export const upstreamStalled = Symbol('upstream-stalled')
+export type ByteChunk = Uint8Array | typeof upstreamBroke | typeof upstreamStalled
 
-/** Wraps an upstream body so a read error becomes one `upstreamBroke` chunk instead of a thrown error. */
-export function breakSafe(body: ReadableStream<Uint8Array>, onCancel?: () => void): ReadableStream<ByteChunk> {
-  const reader = body.getReader()
+/** The failure text of each end marker. */
+export function brokenStreamMessage(marker: typeof upstreamBroke | typeof upstreamStalled): string {
+  return marker === upstreamStalled ? 'The upstream sent nothing within the stream idle limit; the stream was ended.' : 'The upstream stream broke off.'
+}
+
+/**
+ * Reads a started upstream body (its checked first chunks, then the rest) so that a read error
+ * becomes one end marker instead of a thrown error, and stamps each chunk on the idle watch.
+ */
+export function breakSafe(body: UpstreamBody, onCancel?: () => void): ReadableStream<ByteChunk> {
+  const { reader, head, watch } = body
+  let replayed = 0
   return new ReadableStream<ByteChunk>({
     async pull(controller) {
+      if (replayed < head.length) {
+        controller.enqueue(head[replayed++]!)
+        return
+      }
       try {
         const { value, done } = await reader.read()
-        if (done) controller.close()
-        else controller.enqueue(value)
+        if (done) {
+          watch?.stop()
+          controller.close()
+        } else {
+          if (watch) watch.lastByteAt = performance.now()
+          controller.enqueue(value)
+        }
       } catch {
-        controller.enqueue(upstreamBroke)
+        watch?.stop()
+        controller.enqueue(watch?.stalled ? upstreamStalled : upstreamBroke)
         controller.close()
       }
     },
     cancel() {
+      watch?.stop()
       onCancel?.()
       reader.cancel().catch(() => {})
     },

@@ -10,31 +10,45 @@ import { writeChatCompletion } from '../dialects/chat/convert-response'
 import { encodeChatStream } from '../dialects/chat/encode-stream'
 import { breakSafe } from '../dialects/stream-parts'
 import { UntranslatableReply } from '../dialects/assistant-result'
+import { checkReply, UnusableReply } from '../dialects/reply-shape'
+import { startUpstreamBody, type StreamIdleWatch } from '../dialects/upstream-body'
 
+/**
+ * Sends a chat request as a Responses request and answers as chat. An upstream answer that cannot
+ * be used (not a Response, not an event stream, a first event that is not JSON) throws
+ * UnusableReply, so the attempt fails over like any unusable 2xx; the stream's raw bytes stamp the
+ * idle watch (the translation may sit on bytes that make no chat chunk, such as keep-alives).
+ */
 export async function chatViaResponses(
   send: (suffix: string, body: Record<string, unknown>) => Promise<Response>,
   chatBody: Record<string, unknown>,
+  watch: StreamIdleWatch | undefined,
 ): Promise<Response> {
   const upstream = await send('/responses', chatToResponses(chatBody))
   if (!upstream.ok) return upstream
   const model = String(chatBody.model ?? '')
-  if (chatBody.stream === true && upstream.body) {
-    const body = breakSafe(upstream.body)
+  if (chatBody.stream === true) {
+    const started = await startUpstreamBody(upstream, watch)
+    if (typeof started === 'string') throw new UnusableReply(started)
+    const body = breakSafe(started)
       .pipeThrough(decodeResponsesStream())
       .pipeThrough(encodeChatStream({ id: `chatcmpl-${crypto.randomUUID()}`, model }))
     return new Response(body, { status: upstream.status, headers: withContentType(upstream.headers, 'text/event-stream') })
   }
+  const text = await upstream.text()
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    throw new UnusableReply(text === '' ? 'the body is empty' : 'the body is not JSON (cut short, malformed or a page)')
+  }
+  checkReply('response', value)
   let converted: unknown
   try {
-    const result = readResponseObject(await upstream.json())
+    const result = readResponseObject(value)
     converted = writeChatCompletion({ ...result, id: result.id ? `chatcmpl-${result.id}` : `chatcmpl-${crypto.randomUUID()}`, model: result.model || model })
   } catch (error) {
-    if (error instanceof UntranslatableReply || error instanceof SyntaxError) {
-      return new Response(JSON.stringify({ error: { message: `The gateway reply could not be translated: ${error.message}`, type: 'api_error' } }), {
-        status: 502,
-        headers: { 'content-type': 'application/json' },
-      })
-    }
+    if (error instanceof UntranslatableReply) throw new UnusableReply(`the reply could not be translated: ${error.message}`)
     throw error
   }
   return new Response(JSON.stringify(converted), { status: upstream.status, headers: withContentType(upstream.headers, 'application/json') })

@@ -4,6 +4,7 @@
  */
 import type { ProviderEntry } from '../storage/snapshot'
 import type { GatewayDefinition } from './catalog'
+import { scrubSecret } from './scrub-secret'
 
 /** SPEC "Request headers forwarded upstream": allowlist only, ≤512 chars, no control characters. */
 const forwardableHeaders = ['http-referer', 'x-title', 'idempotency-key'] as const
@@ -41,13 +42,30 @@ export function upstreamUrl(provider: ProviderEntry, suffix: string): string {
   return provider.baseUrl + suffix
 }
 
-/** The gateway's rate-limit headers and Retry-After, passed through under their own names. */
-export function copyRateLimitHeaders(from: Headers, to: Record<string, string>) {
+/**
+ * The gateway's rate-limit headers and Retry-After, passed through under their own names, with the
+ * provider secret scrubbed from their values (issue 11 item 8: nothing of an upstream leaves with it).
+ */
+export function copyRateLimitHeaders(from: Headers, to: Record<string, string>, secret: string | undefined) {
   // Bun's Headers#toJSON gives the lower-cased names in one native call (cheaper than iterating).
   const all = from.toJSON() as Record<string, string>
   for (const name in all) {
-    if (name.startsWith('x-ratelimit-') || name === 'retry-after') to[name] = all[name]!
+    if (name.startsWith('x-ratelimit-') || name === 'retry-after') to[name] = scrubSecret(all[name]!, secret)
   }
+}
+
+/**
+ * The headers of a failed or relayed upstream answer that may reach the client (content type,
+ * rate-limit headers, Retry-After), scrubbed of the provider secret: every later use of a failure's
+ * headers reads this copy, never the gateway's own.
+ */
+export function relayableHeaders(from: Headers, secret: string | undefined): Headers {
+  const kept = new Headers()
+  const all = from.toJSON() as Record<string, string>
+  for (const name in all) {
+    if (name === 'content-type' || name.startsWith('x-ratelimit-') || name === 'retry-after') kept.set(name, scrubSecret(all[name]!, secret))
+  }
+  return kept
 }
 
 /** Removes parameters this gateway rejects (e.g. the top_p quirk), in place on a copy. */

@@ -13,6 +13,8 @@ export type AttemptOutcome =
   | { kind: 'unreachable' }
   | { kind: 'client-closed' }
   | { kind: 'unreadable' }
+  /** A 2xx whose body is not the answer the call expects (not JSON, the wrong kind, not an event stream). */
+  | { kind: 'unusable'; detail: string }
   /** Planned but not called (not-listed, batch-only, no-embeddings): listed in X-Router-Failover only. */
   | { kind: 'skipped' }
 
@@ -44,6 +46,8 @@ const verdicts: Record<Exclude<AttemptOutcome['kind'], 'status'>, Classified> = 
   unreachable: verdict(true, 'unreachable'),
   'client-closed': verdict(false, 'client-closed'),
   unreadable: verdict(true, 'unknown'),
+  // Not a 5xx (so not server-error), and no named error: SPEC's `unknown`, like a body that broke off.
+  unusable: verdict(true, 'unknown'),
   skipped: verdict(true, 'skipped'),
 }
 const serverError = verdict(true, 'server-error')
@@ -99,7 +103,17 @@ export function finalError(failures: readonly FailedAttempt[]): RouterError {
   if (last.outcome.kind === 'status' && last.outcome.status === 401) {
     return new RouterError('provider_auth_failed', `The gateway ${last.gateway} rejected the stored provider key (401).`)
   }
-  if (last.outcome.kind === 'unreadable') return new RouterError('upstream_unreadable', `The response from ${last.gateway} broke off before it could be read.`)
+  // Every target answered but no answer could be read or used: the gateways' bodies were the fault
+  // (upstream_unreadable). Mixed with other failures it is all_targets_failed, the way rate_limited
+  // and model_not_found also need every target to have failed alike.
+  if (failures.every((failure) => failure.outcome.kind === 'unreadable' || failure.outcome.kind === 'unusable')) {
+    return new RouterError(
+      'upstream_unreadable',
+      last.outcome.kind === 'unusable'
+        ? `The answer from ${last.gateway} could not be used: ${last.outcome.detail}.`
+        : `The response from ${last.gateway} broke off before it could be read.`,
+    )
+  }
   const summary = failures.map((failure) => `${failure.gateway}:${failure.reason}`).join(', ')
   return new RouterError('all_targets_failed', `Every target failed (${summary}).`)
 }

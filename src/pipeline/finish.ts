@@ -49,7 +49,8 @@ export function finishFailedRun(context: RequestContext, deps: InferenceDeps, re
     logRequest(context, deps, 499, 'client_closed')
     return new Response(null, { status: 499 })
   }
-  setRoutingHeaders(context, undefined, result.failures, result.failures.at(-1)?.headers)
+  // A failure's headers are already the scrubbed, relayable copy (run-attempts).
+  setRoutingHeaders(context, undefined, result.failures, result.failures.at(-1)?.headers, undefined)
   return failWith(context, deps, result.error)
 }
 
@@ -59,7 +60,7 @@ export function recordServingAttempt(context: RequestContext, result: Exclude<Ru
   context.providerKeyId = result.step.provider.id
   context.upstreamModel = result.step.model
   context.ttfbMs = result.headersAt - result.startedAt
-  setRoutingHeaders(context, result.step.gateway, result.failures, result.kind === 'relay' ? result.headers : result.response.headers)
+  setRoutingHeaders(context, result.step.gateway, result.failures, result.kind === 'relay' ? result.headers : result.response.headers, result.step.provider.secret)
 }
 
 /** Counts a stream in flight; the returned function logs its end once (status and error code). */

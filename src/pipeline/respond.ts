@@ -1,59 +1,40 @@
 /**
  * Answering the client: headers every /v1 response carries, error envelopes, and the piped
- * same-dialect stream (bytes pass through; a break ends with one stream_aborted record, no [DONE]).
+ * same-dialect stream (bytes pass through record by record once checked; a break, a stall past the
+ * idle limit or an unusable record ends it with one stream_aborted record, no [DONE]).
  */
 import { errorResponse } from '../errors/render'
 import type { RouterError } from '../errors/router-error'
+import { brokenStreamMessage, upstreamBroke, upstreamStalled } from '../dialects/stream-parts'
+import type { UpstreamBody } from '../dialects/upstream-body'
 import { copyRateLimitHeaders } from '../gateways/upstream'
 import type { RequestContext } from './context'
 import { failoverHeader } from './run-attempts'
 import type { FailedAttempt } from './classify-failure'
 
-/** X-Router-Provider, X-Router-Failover and the gateway's rate-limit headers (X-Router-Attempts is set with the answer). */
-export function setRoutingHeaders(context: RequestContext, gateway: string | undefined, failures: readonly FailedAttempt[], upstreamHeaders?: Headers) {
+/**
+ * X-Router-Provider, X-Router-Failover and the gateway's rate-limit headers (X-Router-Attempts is
+ * set with the answer). `secret`: the serving provider's, scrubbed from the copied values.
+ */
+export function setRoutingHeaders(context: RequestContext, gateway: string | undefined, failures: readonly FailedAttempt[], upstreamHeaders: Headers | undefined, secret: string | undefined) {
   if (gateway) context.headers['x-router-provider'] = gateway
   if (failures.length > 0) context.headers['x-router-failover'] = failoverHeader(failures)
-  if (upstreamHeaders) copyRateLimitHeaders(upstreamHeaders, context.headers)
+  if (upstreamHeaders) copyRateLimitHeaders(upstreamHeaders, context.headers, secret)
 }
 
 export function renderError(context: RequestContext, error: RouterError): Response {
   return errorResponse(context.envelope, error, context.responseHeaders())
 }
 
-const tailDecoder = new TextDecoder()
-const usageKey = Buffer.from('"usage"')
+/** A token count as the log keeps it: a whole number, else nothing. */
+const tokenCount = (value: unknown): number | undefined => (typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined)
 
-/** The usage object of a buffered body as text ('' when there is none), found without decoding the body. */
-export function usageText(body: ArrayBuffer): string {
-  const bytes = Buffer.from(body)
-  const start = bytes.lastIndexOf(usageKey)
-  if (start === -1) return ''
-  return tailDecoder.decode(bytes.subarray(start, Math.min(bytes.length, start + 400)))
-}
-
-/** The integer after `"name":` at or after `from` (undefined when absent or not a number). */
-function countAfter(text: string, from: number, quotedName: string): number | undefined {
-  const at = text.indexOf(quotedName, from)
-  if (at === -1) return undefined
-  let index = at + quotedName.length
-  let code = text.charCodeAt(index)
-  while (code === 32 || code === 9 || code === 10 || code === 13 || code === 58) code = text.charCodeAt(++index)
-  let value = 0
-  let digits = 0
-  while (code >= 48 && code <= 57) {
-    value = value * 10 + (code - 48)
-    digits++
-    code = text.charCodeAt(++index)
-  }
-  return digits > 0 ? value : undefined
-}
-
-/** Token counts from the tail of a chat body or stream (the last usage object wins). */
-export function readUsage(tail: string, context: RequestContext) {
-  const start = tail.lastIndexOf('"usage"')
-  if (start === -1) return
-  const input = countAfter(tail, start, '"prompt_tokens"') ?? countAfter(tail, start, '"input_tokens"')
-  const output = countAfter(tail, start, '"completion_tokens"') ?? countAfter(tail, start, '"output_tokens"')
+/** Token counts from an answer's `usage` object (chat's names, or the Responses names some gateways use). */
+export function readUsage(usage: unknown, context: RequestContext) {
+  if (typeof usage !== 'object' || usage === null) return
+  const counts = usage as Record<string, unknown>
+  const input = tokenCount(counts.prompt_tokens) ?? tokenCount(counts.input_tokens)
+  const output = tokenCount(counts.completion_tokens) ?? tokenCount(counts.output_tokens)
   if (input !== undefined) context.inputTokens = input
   if (output !== undefined) context.outputTokens = output
 }
@@ -68,64 +49,87 @@ export interface StreamEnd {
   /** true when the upstream ended cleanly with `data: [DONE]`. */
   complete: boolean
   clientClosed: boolean
-  tail: string
+}
+
+/** The direct-stream sink Bun hands to pull(). */
+interface DirectSink {
+  write(chunk: Uint8Array): unknown
+  flush(): unknown
+  close(): unknown
 }
 
 /**
- * Pipes an upstream SSE body to the client unchanged, watching only the tail for `[DONE]` and
- * usage. A broken or truncated upstream ends with one stream_aborted record; a client hang-up
- * aborts the upstream through `controller`.
+ * Pipes a begun upstream SSE body to the client unchanged, line by line once each line is whole
+ * and checked (the record check also reads `[DONE]` and usage). A broken, stalled or unusable
+ * upstream ends with one stream_aborted record and the upstream request aborted; a client hang-up
+ * aborts the upstream through `controller`. The idle watch is stamped on each chunk.
  */
-export function relayChatStream(upstream: ReadableStream<Uint8Array>, controller: AbortController, onEnd: (end: StreamEnd) => void): ReadableStream<Uint8Array> {
-  const reader = upstream.getReader()
-  // The last few chunks, kept as bytes and decoded once at the end (usage and [DONE] come last).
-  const recent: Uint8Array[] = []
-  let recentBytes = 0
+export function relayChatStream(upstream: UpstreamBody, controller: AbortController, onEnd: (end: StreamEnd) => void): ReadableStream<Uint8Array> {
+  const { reader, records, watch } = upstream
   let ended = false
-  const tail = () => tailDecoder.decode(Buffer.concat(recent))
-  const finish = (end: Omit<StreamEnd, 'tail'>, text: string) => {
+  const finish = (complete: boolean, clientClosed: boolean) => {
     if (ended) return
     ended = true
-    onEnd({ ...end, tail: text })
+    watch?.stop()
+    onEnd({ complete, clientClosed })
   }
   // A direct stream: Bun hands the sink to one pull() that loops, so each chunk is one write
   // with no intermediate queue (lower first-byte time and CPU than a queued ReadableStream).
   return new ReadableStream<Uint8Array>({
     type: 'direct',
-    async pull(sink: { write(chunk: Uint8Array): unknown; flush(): unknown; close(): unknown }) {
+    async pull(sink: DirectSink) {
+      let failure: string | undefined
       try {
+        let checked = upstream.checkedHead
         for (;;) {
+          if (checked.byteLength > 0) {
+            sink.write(checked)
+            // flush() answers a promise only under back-pressure: awaiting a plain number would cost a
+            // microtask per chunk for nothing.
+            const flushed = sink.flush()
+            if (flushed instanceof Promise) await flushed
+          }
           const { value, done } = await reader.read()
           if (done) break
-          sink.write(value)
-          // flush() answers a promise only under back-pressure: awaiting a plain number would cost a
-          // microtask per chunk for nothing.
-          const flushed = sink.flush()
-          if (flushed instanceof Promise) await flushed
-          recent.push(value)
-          recentBytes += value.byteLength
-          while (recent.length > 1 && recentBytes - recent[0]!.byteLength >= 4096) recentBytes -= recent.shift()!.byteLength
+          if (watch) watch.lastByteAt = performance.now()
+          const next = records.feed(value)
+          if (next === undefined) {
+            failure = `The upstream sent ${records.problem}.`
+            break
+          }
+          checked = next
+        }
+        if (failure === undefined && !ended) {
+          const last = records.end()
+          if (last === undefined) failure = `The upstream sent ${records.problem}.`
+          else if (last.byteLength > 0) sink.write(last)
         }
       } catch {
         if (ended) return
-        sink.write(streamAbortedRecord('The upstream stream broke off.'))
-        sink.close()
-        finish({ complete: false, clientClosed: false }, tail())
-        return
+        failure = brokenStreamMessage(watch?.stalled ? upstreamStalled : upstreamBroke)
       }
       if (ended) return
-      const text = tail()
-      const complete = /data:\s*\[DONE\]/.test(text)
+      if (failure !== undefined) {
+        // The records checked so far went out; the unusable one and whatever follows do not. After
+        // `[DONE]` the answer was whole: what broke after it (an upstream that kept the connection
+        // open until the idle limit, bytes after the end) is not the client's concern.
+        controller.abort('unusable')
+        reader.cancel().catch(() => {})
+        if (!records.sawDone) sink.write(streamAbortedRecord(failure))
+        sink.close()
+        finish(records.sawDone, false)
+        return
+      }
+      const complete = records.sawDone
       // A translating adapter upstream of here may already have ended with its own record.
-      const alreadyReported = !complete && text.includes('"code":"stream_aborted"')
-      if (!complete && !alreadyReported) sink.write(streamAbortedRecord('The upstream stream ended before it was complete.'))
+      if (!complete && !records.abortReported) sink.write(streamAbortedRecord('The upstream stream ended before it was complete.'))
       sink.close()
-      finish({ complete, clientClosed: false }, text)
+      finish(complete, false)
     },
     cancel() {
       controller.abort('client-closed')
       reader.cancel().catch(() => {})
-      finish({ complete: false, clientClosed: true }, tail())
+      finish(false, true)
     },
   } as unknown as UnderlyingDefaultSource<Uint8Array>)
 }

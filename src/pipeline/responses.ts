@@ -12,6 +12,7 @@ import type { EventSourceMessage } from 'eventsource-parser'
 import { sseEvent } from '../dialects/sse/encode'
 import { breakSafe } from '../dialects/stream-parts'
 import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
+import { scrubSecret } from '../gateways/scrub-secret'
 import type { ProviderEntry } from '../storage/snapshot'
 import type { RequestContext } from './context'
 import { failWith, finishWith, recordServingAttempt, trackStream } from './finish'
@@ -85,6 +86,8 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
   /** The last response snapshot the client saw, and the items finished since: a failed stream's response. */
   let snapshot: Json | undefined
   const finishedItems: Json[] = []
+  /** The item opened and not finished yet, with the text streamed into it: unfinished in a failed response. */
+  let openItem: { item: Json; text: string } | undefined
   let reportedError: { code: string; message: string } | undefined
   let output!: TransformStreamDefaultController<Uint8Array>
 
@@ -96,21 +99,35 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
       output.enqueue(sseEvent('response.created', { type: 'response.created', sequence_number: sequence++, response: snapshot }))
     }
     if (!errorAlreadySent) output.enqueue(streamErrorEvent(sequence++, code, message))
-    output.enqueue(failedResponseEvent({ ...snapshot, output: finishedItems }, sequence++, code, message))
+    // The item that was open when the stream broke is part of the failed response, marked incomplete.
+    const unfinished = openItem ? [{ ...openItem.item, status: 'incomplete', ...(openItem.item.type === 'message' ? { content: [{ type: 'output_text', text: openItem.text, annotations: [] }] } : {}) }] : []
+    output.enqueue(failedResponseEvent({ ...snapshot, output: [...finishedItems, ...unfinished] }, sequence++, code, message))
     terminal = true
   }
 
   const onEvent = (event: EventSourceMessage) => {
-    if (terminal || event.data === '[DONE]') return
+    if (terminal || event.data === '[DONE]' || event.data === '') return
     const data = parseJson(event.data) as Json | undefined
-    if (!data || typeof data !== 'object') return
+    if (!data || typeof data !== 'object' || Array.isArray(data)) {
+      // An event that is not JSON after the stream began: a mid-stream failure (the ones before the
+      // first byte failed over), and the upstream is let go.
+      emitFailure('stream_aborted', 'The upstream sent an event that is not JSON.', false)
+      result.controller.abort('unusable')
+      end(200, 'stream_aborted')
+      return
+    }
     if (typeof data.sequence_number === 'number') sequence = data.sequence_number + 1
     if (isObject(data.response) && typeof data.response.id === 'string') {
       data.response = rewriteResponse(data.response, issueId(data.response.id, data.response.created_at), previousId)
       snapshot = data.response
     }
     const type = String(data.type ?? event.event ?? 'message')
-    if (type === 'response.output_item.done' && isObject(data.item)) finishedItems.push(data.item)
+    if (type === 'response.output_item.added' && isObject(data.item)) openItem = { item: data.item, text: '' }
+    else if (type === 'response.output_text.delta' && openItem && typeof data.delta === 'string') openItem.text += data.delta
+    else if (type === 'response.output_item.done' && isObject(data.item)) {
+      finishedItems.push(data.item)
+      openItem = undefined
+    }
     if (type === 'error') {
       // The real API nests the error; a gateway that sends the older flat form is put in that shape.
       const flat = !isObject(data.error)
@@ -131,7 +148,7 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
     }
     output.enqueue(sseEvent(type, data))
   }
-  return breakSafe(result.response.body!, () => {
+  return breakSafe(result.stream!, () => {
     result.controller.abort('client-closed')
     end(499, 'client_closed')
   }).pipeThrough(
@@ -140,10 +157,10 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
         output = controller
       },
       event: onEvent,
-      broke() {
+      broke(message) {
         if (terminal) return
         if (reportedError) emitFailure(reportedError.code, reportedError.message, true)
-        else emitFailure('stream_aborted', 'The upstream stream broke off.', false)
+        else emitFailure('stream_aborted', message, false)
         end(200, 'stream_aborted')
       },
       end() {
@@ -202,13 +219,14 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
     if (result.kind === 'relay') context.headers['x-router-responses-mode'] = isNative(result.step.provider) ? 'native' : 'translated'
     // A chained turn whose state the gateway does not know: relayed as response_not_found.
     if (chain && result.kind === 'relay' && (result.status === 404 || result.status === 400) && /not\s*found|no response/i.test(result.body)) {
-      setRoutingHeaders(context, result.step.gateway, result.failures, result.headers)
+      setRoutingHeaders(context, result.step.gateway, result.failures, result.headers, result.step.provider.secret)
       return failWith(context, deps, new RouterError('response_not_found', `The gateway ${result.step.gateway} does not know this response.`))
     }
     if (result.kind === 'relay') {
       context.gateway = result.step.gateway
       context.providerKeyId = result.step.provider.id
-      setRoutingHeaders(context, result.step.gateway, result.failures, result.headers)
+      // Body and headers are the scrubbed copies run-attempts made.
+      setRoutingHeaders(context, result.step.gateway, result.failures, result.headers, result.step.provider.secret)
       context.headers['content-type'] = result.headers.get('content-type') ?? 'application/json'
       return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
     }
@@ -231,15 +249,14 @@ export const handleResponses: EndpointHandler = async (context, request, _route,
   recordServingAttempt(context, result)
   // A chained turn's previous response is the one the client named, in the client's own spelling.
   const previousId = chain ? (value.previous_response_id as string) : null
-  if (context.stream && result.response.body) {
+  if (result.stream) {
     context.headers['content-type'] = 'text/event-stream; charset=utf-8'
     context.headers['cache-control'] = 'no-cache'
     return new Response(nativeStream(context, deps, result, issueId, previousId, body), { status: 200, headers: context.responseHeaders() })
   }
-  let parsed: Json
+  // Parsed and checked to be a Response object (an object with `output`) by run-attempts.
+  const parsed = result.value as Json
   try {
-    parsed = JSON.parse(new TextDecoder().decode(result.body ?? new ArrayBuffer(0)))
-    if (!isObject(parsed)) throw new SyntaxError('not an object')
     readResponseObject(parsed)
   } catch (error) {
     return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} is not a Response object: ${(error as Error).message}`))
@@ -278,9 +295,10 @@ export const handleRetrieveResponse: EndpointHandler = async (context, request, 
     throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} could not be reached.`)
   }
   const { upstream, text } = stored
-  setRoutingHeaders(context, provider.gateway.id, [], upstream.headers)
+  setRoutingHeaders(context, provider.gateway.id, [], upstream.headers, provider.secret)
   context.headers['content-type'] = 'application/json'
-  if (!upstream.ok) return finishWith(context, deps, new Response(text, { status: upstream.status, headers: context.responseHeaders() }), `upstream_${upstream.status}`)
+  // The gateway's error is relayed as it came, less the provider secret it may echo.
+  if (!upstream.ok) return finishWith(context, deps, new Response(scrubSecret(text, provider.secret), { status: upstream.status, headers: context.responseHeaders() }), `upstream_${upstream.status}`)
   const parsed = parseJson(text) as Json | undefined
   if (!isObject(parsed)) throw new RouterError('upstream_unreadable', `The gateway ${provider.gateway.id} answered with something that is not a Response object.`)
   // The previous turn's id as the client was given it: that id is a function of the gateway's id and

@@ -12,8 +12,10 @@ import { isPlanCacheable, planRoute, type Operation, type PlannedAttempt, type R
 import type { KeyEntry, ProviderEntry } from '../storage/snapshot'
 import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
-import { readUsage, relayChatStream, usageText } from './respond'
+import { readUsage, relayChatStream } from './respond'
 import { runAttempts, type AttemptCall, type RunResult } from './run-attempts'
+import type { ReplyKind } from '../dialects/reply-shape'
+import type { StreamIdleWatch } from '../dialects/upstream-body'
 
 export interface UpstreamCall {
   /** Upstream path suffix, e.g. `/chat/completions`. */
@@ -122,6 +124,8 @@ class RoutedCall implements AttemptCall {
   readonly stream: boolean
   readonly deadlineAt: number
   readonly clientSignal: AbortSignal | undefined
+  readonly streamIdleMs: number
+  replyKind: ReplyKind = 'chat'
   private readonly forwarded: readonly [string, string][]
 
   constructor(
@@ -132,18 +136,21 @@ class RoutedCall implements AttemptCall {
     this.stream = input.stream
     this.deadlineAt = context.startedAt + deps.config.deadlineMs
     this.clientSignal = input.clientSignal
+    this.streamIdleMs = deps.config.streamIdleMs
     this.forwarded = forwardedHeaders(input.incomingHeaders)
   }
 
-  send(step: PlannedAttempt, signal: AbortSignal): Promise<Response> {
+  send(step: PlannedAttempt, signal: AbortSignal, watch: StreamIdleWatch | undefined): Promise<Response> {
     const call = this.input.requestFor(step)
+    // The responses-only kind answers /chat/completions as chat (below), so the suffix says it all.
+    this.replyKind = call.suffix === '/responses' ? 'response' : call.suffix === '/embeddings' ? 'embeddings' : 'chat'
     const provider = step.provider
     const headers = this.forwarded.length
       ? upstreamHeaders(provider, this.forwarded, true, this.stream ? 'text/event-stream' : 'application/json')
       : provider.postHeaders[this.stream ? 'stream' : 'json']
     // The responses-only gateway kind is called on /responses and answers as chat.
     if (call.suffix === '/chat/completions' && provider.gateway.capabilities.responses === 'only') {
-      return chatViaResponses((suffix, body) => postUpstream(this.deps, provider, suffix, headers, body, undefined, signal), call.body)
+      return chatViaResponses((suffix, body) => postUpstream(this.deps, provider, suffix, headers, body, undefined, signal), call.body, watch)
     }
     return postUpstream(this.deps, provider, call.suffix, headers, call.body, call.raw, signal)
   }
@@ -180,18 +187,22 @@ export function answerChatDialect(context: RequestContext, deps: InferenceDeps, 
     return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
   }
   const upstream = result.response
-  context.headers['content-type'] = upstream.headers.get('content-type') ?? (context.stream ? 'text/event-stream' : 'application/json')
-  if (!context.stream || !upstream.body) {
+  // Success answers carry our own content type: the body was checked to be JSON or an event stream.
+  if (!result.stream) {
     const body = result.body ?? new ArrayBuffer(0)
-    readUsage(usageText(body), context)
+    readUsage((result.value as { usage?: unknown }).usage, context)
+    context.headers['content-type'] = 'application/json'
     return finishWith(context, deps, new Response(body, { status: upstream.status, headers: context.responseHeaders() }))
   }
+  const started = result.stream
   const ended = trackStream(context, deps)
-  const piped = relayChatStream(upstream.body, result.controller, (end) => {
-    readUsage(end.tail, context)
+  const piped = relayChatStream(started, result.controller, (end) => {
+    // Usage for what was served, from the same records the relay checked.
+    readUsage(started.records.usage, context)
     if (end.clientClosed) ended(499, 'client_closed')
     else ended(upstream.status, end.complete ? undefined : 'stream_aborted')
   })
+  context.headers['content-type'] = 'text/event-stream; charset=utf-8'
   context.headers['cache-control'] = 'no-cache'
   return new Response(piped, { status: upstream.status, headers: context.responseHeaders() })
 }

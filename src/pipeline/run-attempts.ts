@@ -1,8 +1,15 @@
 /**
  * The network shell of routing: runs the planned attempts in order with their timeouts, the
  * request deadline and the client's hang-up, classifying each failure. Owns the clock and fetch.
+ * It is also the one place an upstream answer is first read: a 2xx is checked before it counts as
+ * a success, and a non-2xx body and headers are scrubbed of the provider secret before anything
+ * downstream (relay, error message, log) sees them.
  */
 import { RouterError } from '../errors/router-error'
+import { readReply, UnusableReply, type ReplyKind } from '../dialects/reply-shape'
+import { startUpstreamBody, StreamIdleWatch, type UpstreamBody } from '../dialects/upstream-body'
+import { relayableHeaders } from '../gateways/upstream'
+import { scrubSecret } from '../gateways/scrub-secret'
 import { classify, finalError, type AttemptOutcome, type FailedAttempt } from './classify-failure'
 import type { PlanStep, PlannedAttempt } from './plan-route'
 
@@ -15,8 +22,15 @@ export interface AttemptCall {
   readonly stream: boolean
   readonly deadlineAt: number
   readonly clientSignal: AbortSignal | undefined
-  /** Sends this step's upstream request. */
-  send(step: PlannedAttempt, signal: AbortSignal): Promise<Response>
+  /** RT_STREAM_IDLE_MS: the longest silence a stream may keep once it has begun. */
+  readonly streamIdleMs: number
+  /** What a 2xx answer to the request `send` last sent must be (send sets it per attempt). */
+  readonly replyKind: ReplyKind
+  /**
+   * Sends this step's upstream request. `watch` is the idle limit of a stream attempt (started here
+   * once the stream has begun); a sender that reads the upstream body itself stamps it per chunk.
+   */
+  send(step: PlannedAttempt, signal: AbortSignal, watch: StreamIdleWatch | undefined): Promise<Response>
   /** Called once per upstream call made, with its outcome and the wait for its answer. */
   onAttempt?(gateway: string, outcome: string, upstreamMs: number): void
   /** Called once with the result, before the run's promise settles. */
@@ -36,13 +50,18 @@ export type RunResult =
       kind: 'success'
       step: PlannedAttempt
       response: Response
-      /** Buffered requests: the whole body, read under the attempt's timer. */
+      /** Buffered requests: the whole body, read under the attempt's timer, and its checked JSON. */
       body: ArrayBuffer | undefined
-      /** Stream requests: aborts the upstream (client hang-up); the caller owns it from here. */
+      value: unknown
+      /** Stream requests: the body, begun (its first line read and checked under the attempt's timer). */
+      stream: UpstreamBody | undefined
+      /** Stream requests: aborts the upstream (client hang-up, idle limit); the caller owns it from here. */
       controller: AbortController
       startedAt: number
+      /** When the answer began: the whole body read (buffered) or the first line (stream). */
       headersAt: number
     })
+  /** A non-retryable upstream error: its body and headers (only those that may be relayed) scrubbed of the secret. */
   | (Common & { kind: 'relay'; step: PlannedAttempt; status: number; body: string; headers: Headers; startedAt: number; headersAt: number })
   | (Common & { kind: 'failed'; error: RouterError; clientClosed: boolean })
 
@@ -115,37 +134,52 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
 
       attempts++
       const startedAt = now()
+      const watch = call.stream ? new StreamIdleWatch(call.streamIdleMs) : undefined
       // An answer to hand back: settled after the attempt's try, so a throwing hook can never be
       // taken for a failed attempt (and the run never goes on after a success).
       let answer: RunResult | undefined
       let outcome!: AttemptOutcome
       let responseHeaders: Headers | undefined
       try {
-        const response = await call.send(step, controller.signal)
+        const response = await call.send(step, controller.signal, watch)
         const headersAt = now()
         responseHeaders = response.headers
+        if (controller.signal.aborted) throw new Error('aborted')
         if (response.status >= 200 && response.status < 300) {
-          // A buffered body is read under the attempt's timer (a stalled body is a timeout like a
-          // stalled head); a stream belongs to the caller from its headers on.
+          // The answer is read and checked under the attempt's timer before it counts: a buffered
+          // body whole, a stream up to its first line (a stall before the first byte is a timeout
+          // like a stalled head; an unusable 2xx throws UnusableReply and fails over).
           let body: ArrayBuffer | undefined
-          if (!call.stream) {
-            if (controller.signal.aborted) throw new Error('aborted')
+          let value: unknown
+          let started: UpstreamBody | undefined
+          if (watch) {
+            const begun = await startUpstreamBody(response, watch)
+            if (typeof begun === 'string') throw new UnusableReply(begun)
+            started = begun
+          } else {
             body = await response.arrayBuffer()
+            value = readReply(call.replyKind, body)
           }
           clearTimeout(timer)
-          call.onAttempt?.(step.gateway, 'ok', headersAt - startedAt)
+          const answeredAt = now()
+          // The first line of a stream is the upstream's first byte; a buffered attempt waited for its head.
+          call.onAttempt?.(step.gateway, 'ok', (watch ? answeredAt : headersAt) - startedAt)
           path.push(`${step.gateway}:ok`)
-          answer = { kind: 'success', step, response, body, controller, startedAt, headersAt: call.stream ? headersAt : now(), failures, attempts, path }
+          // SPEC "Timeouts": from its first byte on, a stream is never cut by the deadline; only the idle limit applies.
+          watch?.start(controller)
+          answer = { kind: 'success', step, response, body, value, stream: started, controller, startedAt, headersAt: answeredAt, failures, attempts, path }
         } else {
-          if (controller.signal.aborted) throw new Error('aborted')
-          const text = await response.text()
+          // The one read of a failed answer: scrubbed here, so no relay, message or log downstream holds the secret.
+          const secret = step.provider.secret
+          const text = scrubSecret(await response.text(), secret)
           clearTimeout(timer)
+          responseHeaders = relayableHeaders(response.headers, secret)
           outcome = { kind: 'status', status: response.status, body: text }
           const verdict = classify(outcome)
           call.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt)
           if (!verdict.retryable) {
             path.push(`${step.gateway}:${verdict.reason}`)
-            answer = { kind: 'relay', step, status: response.status, body: text, headers: response.headers, startedAt, headersAt, failures, attempts, path }
+            answer = { kind: 'relay', step, status: response.status, body: text, headers: responseHeaders, startedAt, headersAt, failures, attempts, path }
           }
         }
       } catch (error) {
@@ -156,9 +190,12 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
         outcome =
           reason === 'client-closed' || reason === 'ttfb-timeout' || reason === 'timeout' || reason === 'deadline'
             ? { kind: reason }
-            : responseHeaders
-              ? { kind: 'unreadable' }
-              : { kind: 'unreachable' }
+            : error instanceof UnusableReply
+              ? { kind: 'unusable', detail: error.message }
+              : responseHeaders
+                ? { kind: 'unreadable' }
+                : { kind: 'unreachable' }
+        if (responseHeaders) responseHeaders = relayableHeaders(responseHeaders, step.provider.secret)
         call.onAttempt?.(step.gateway, outcome.kind, now() - startedAt)
       }
       if (answer) return settled(call, answer)

@@ -2,6 +2,8 @@
  * Answering a routed call in a dialect other than chat: the chat reply (or stream) from upstream is
  * read into the neutral form and written in the client's dialect; an upstream error is re-enveloped;
  * a reply the translator cannot map is a 502 in the client's envelope, never a half-written stream.
+ * A stream that breaks, stalls past the idle limit or sends an unreadable event after it began ends
+ * with the dialect's failure (the decoders turn each into an `error` part).
  */
 import { RouterError } from '../errors/router-error'
 import { upstreamErrorBody } from '../errors/render'
@@ -9,6 +11,7 @@ import { readChatCompletion } from '../dialects/chat/convert-response'
 import { decodeChatStream } from '../dialects/chat/decode-stream'
 import { UntranslatableReply, type AssistantResult } from '../dialects/assistant-result'
 import { breakSafe, type ByteChunk, type StreamPart } from '../dialects/stream-parts'
+import { scrubSecret } from '../gateways/scrub-secret'
 import { upstreamMessage } from './classify-failure'
 import type { RequestContext } from './context'
 import { failWith, finishFailedRun, finishWith, recordServingAttempt, trackStream } from './finish'
@@ -58,12 +61,11 @@ export function answerTranslated(context: RequestContext, deps: InferenceDeps, r
     context.headers['content-type'] = 'application/json'
     return finishWith(context, deps, new Response(JSON.stringify(upstreamErrorBody(context.envelope, result.status, message)), { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
   }
-  const upstream = result.response
-  if (!context.stream || !upstream.body) {
+  if (!result.stream) {
     let translated: unknown
     try {
-      const text = new TextDecoder().decode(result.body ?? new ArrayBuffer(0))
-      const reply = (translation.read ?? readChatCompletion)(JSON.parse(text))
+      // The body was parsed and checked to be a chat completion (or a Response) by run-attempts.
+      const reply = (translation.read ?? readChatCompletion)(result.value)
       if (reply.usage) {
         context.inputTokens = reply.usage.inputTokens
         context.outputTokens = reply.usage.outputTokens
@@ -71,17 +73,18 @@ export function answerTranslated(context: RequestContext, deps: InferenceDeps, r
       translated = translation.buffered(reply)
     } catch (error) {
       // Whatever the reply held, a reply the translator cannot map is the gateway's fault: 502.
-      if (!(error instanceof UntranslatableReply) && !(error instanceof SyntaxError)) {
-        deps.logger.warn('reply_untranslatable', { request_id: context.requestId, gateway: result.step.gateway, error: error instanceof Error ? error.message : String(error) })
+      if (!(error instanceof UntranslatableReply)) {
+        const detail = scrubSecret(error instanceof Error ? error.message : String(error), result.step.provider.secret)
+        deps.logger.warn('reply_untranslatable', { request_id: context.requestId, gateway: result.step.gateway, error: detail })
       }
-      const reason = error instanceof UntranslatableReply || error instanceof SyntaxError ? `: ${error.message}` : '.'
+      const reason = error instanceof UntranslatableReply ? `: ${error.message}` : '.'
       return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} could not be translated${reason}`))
     }
     context.headers['content-type'] = 'application/json'
     return finishWith(context, deps, new Response(JSON.stringify(translated), { status: 200, headers: context.responseHeaders() }))
   }
   const end = trackStream(context, deps)
-  const body = breakSafe(upstream.body, () => {
+  const body = breakSafe(result.stream, () => {
     result.controller.abort('client-closed')
     end(499, 'client_closed')
   })

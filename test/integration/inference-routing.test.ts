@@ -4,7 +4,7 @@
  * with its `gateway:reason`, the final errors, skipped targets and model spelling.
  */
 import { describe, expect, test } from 'bun:test'
-import { chatChunks, type MockGateway } from '../harness/mock-gateway'
+import { chatChunks, chatCompletion, type MockGateway } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
 import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
 import { startGateways, type GatewaysEnv } from '../harness/gateways'
@@ -308,7 +308,7 @@ describe('failover triggers', () => {
 
   test('the failover timeout does not cut the last streaming target, nor non-streaming requests', async () => {
     await using env = await startEnv()
-    env.mocks[A]!.handle((request) => (request.body?.stream ? { delayMs: 1400, sse: chatChunks('x') } : { delayMs: 1400, json: { ok: 'slow but fine' } }))
+    env.mocks[A]!.handle((request) => (request.body?.stream ? { delayMs: 1400, sse: chatChunks('x') } : { delayMs: 1400, json: chatCompletion('x', 'slow but fine') }))
     // Last (only) streaming target: the upstream timeout applies.
     const single = await createKey(env.server, { targets: [{ provider_key_id: env.providers[A], ttfb_ms: 1000 }] })
     const stream = await chat(env.server, single.secret, { stream: true })
@@ -320,7 +320,7 @@ describe('failover triggers', () => {
     const buffered = await chat(env.server, pair.secret)
     expect(buffered.status).toBe(200)
     expect(buffered.headers.get('x-router-provider')).toBe(A)
-    expect(buffered.json).toEqual({ ok: 'slow but fine' })
+    expect(buffered.json.choices[0].message.content).toBe('slow but fine')
     expect(env.mocks[B]!.requests).toHaveLength(0)
   })
 

@@ -93,8 +93,8 @@ export function decodeChatStream(): TransformStream<ByteChunk, StreamPart> {
       output = controller
     },
     event: onEvent,
-    broke() {
-      fail('The upstream stream broke off.')
+    broke(message) {
+      fail(message)
     },
     end() {
       // A stream that gave a finish reason but no [DONE] still counts as complete.

@@ -97,8 +97,8 @@ export function decodeResponsesStream(): TransformStream<ByteChunk, StreamPart> 
       output = controller
     },
     event: onEvent,
-    broke() {
-      fail('The upstream stream broke off.')
+    broke(message) {
+      fail(message)
     },
     end() {
       fail('The upstream stream ended before it was complete.')

@@ -1,14 +1,14 @@
 /** SSE decoding with eventsource-parser (never by splitting lines by hand). */
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
-import { upstreamBroke, type ByteChunk } from '../stream-parts'
+import { brokenStreamMessage, type ByteChunk } from '../stream-parts'
 
 export interface SseHandlers<Out> {
   /** Receives the stream's output when the stream starts. */
   start(output: TransformStreamDefaultController<Out>): void
   /** A complete event. */
   event(event: EventSourceMessage): void
-  /** The upstream broke off (the upstreamBroke marker). */
-  broke(): void
+  /** The upstream broke off or went silent past the idle limit (an end marker), with the failure text. */
+  broke(message: string): void
   /** The bytes ended. */
   end(): void
 }
@@ -22,7 +22,7 @@ export function decodeSse<Out>(handlers: SseHandlers<Out>): TransformStream<Byte
       handlers.start(controller)
     },
     transform(chunk) {
-      if (chunk === upstreamBroke) handlers.broke()
+      if (typeof chunk === 'symbol') handlers.broke(brokenStreamMessage(chunk))
       else parser.feed(decoder.decode(chunk, { stream: true }))
     },
     flush() {
