@@ -5,9 +5,10 @@
  * non-zero when the performance budget of the benchmark issue fails.
  */
 import { Database } from 'bun:sqlite'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { readSegment, requestJournalDirectory } from '../src/storage/request-journal'
 
 const repoRoot = join(import.meta.dir, '..')
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
@@ -156,6 +157,51 @@ async function measure(name: string, systems: Record<string, SystemTarget>, conc
   return { name, concurrency, stream, systems: summary as Record<string, Record<string, number>> }
 }
 
+interface CrashCheck {
+  answered: number
+  rows: number
+  replayed: number
+  lost: number
+  duplicates: number
+}
+
+/**
+ * kill -9 under load (SPEC "What the service does" 7: billing rows survive a crash of the process):
+ * closed-loop clients in this process at `concurrency` (they record each 200's request id), the
+ * router killed with SIGKILL after `killAfterMs`, started again on the same data dir, and every
+ * request answered 200 looked up in request_logs. Rows written before this check count too.
+ */
+async function killUnderLoad(options: { url: string; headers: Record<string, string>; body: string; concurrency: number; killAfterMs: number; router: Child; dataDir: string; restart: () => Promise<Child> }): Promise<CrashCheck> {
+  const answered: string[] = []
+  let killed = false
+  const loop = async () => {
+    while (!killed) {
+      try {
+        const response = await fetch(options.url, { method: 'POST', headers: options.headers, body: options.body })
+        await response.arrayBuffer()
+        if (response.status === 200) answered.push(response.headers.get('x-router-request-id')!)
+      } catch {
+        // Refused or cut by the kill: never answered, so no row is owed.
+      }
+    }
+  }
+  const clients = Promise.all(Array.from({ length: options.concurrency }, loop))
+  await Bun.sleep(options.killAfterMs)
+  options.router.kill('SIGKILL')
+  await options.router.exited
+  killed = true
+  await clients
+  // Rows only the journal held at the kill (the restart replays them before it listens).
+  const journalDir = requestJournalDirectory(options.dataDir)
+  const replayed = readdirSync(journalDir).reduce((sum, name) => sum + readSegment(join(journalDir, name)).rows.length, 0)
+  await options.restart()
+  const database = new Database(join(options.dataDir, 'router.db'), { readonly: true })
+  const ids = (database.query('select id from request_logs').all() as { id: string }[]).map((row) => row.id)
+  database.close()
+  const stored = new Set(ids)
+  return { answered: answered.length, rows: ids.length, replayed, lost: answered.filter((id) => !stored.has(id)).length, duplicates: ids.length - stored.size }
+}
+
 async function main() {
   const started = performance.now()
   const dataDir = mkdtempSync(join(tmpdir(), 'router-bench-'))
@@ -183,19 +229,20 @@ async function main() {
     })
     children.push(floor)
     const floorPort = (await readLine(floor, /port (\d+)/))[1]
+    const routerEnvironment = {
+      ...process.env,
+      PORT: '0',
+      RT_DATA_DIR: dataDir,
+      RT_LOG_LEVEL: 'warn',
+      RT_SKIP_INSTALL: '1',
+      RT_GATEWAY_URL_OPENAI: `${upstreamUrl}/ok/v1`,
+      RT_GATEWAY_URL_GROQ: `${upstreamUrl}/fail/v1`,
+    }
     const router = Bun.spawn([join(repoRoot, 'scripts/start')], {
       stdout: 'pipe',
       // The one-time management key line comes on stderr; the rest of stderr is passed on.
       stderr: 'pipe',
-      env: {
-        ...process.env,
-        PORT: '0',
-        RT_DATA_DIR: dataDir,
-        RT_LOG_LEVEL: 'warn',
-        RT_SKIP_INSTALL: '1',
-        RT_GATEWAY_URL_OPENAI: `${upstreamUrl}/ok/v1`,
-        RT_GATEWAY_URL_GROQ: `${upstreamUrl}/fail/v1`,
-      },
+      env: routerEnvironment,
     })
     children.push(router)
     const managementKey = (await readLine(router, /management key: (rt_mgmt_\S+)/, 60_000, 'stderr'))[1]!
@@ -308,6 +355,24 @@ async function main() {
     database.close()
     const rssAtEnd = rssMb(routerPid)
 
+    // Last, as it ends the router: kill -9 at the c=64 load of the budget lines, then a restart on
+    // the same data dir (stopped by cleanup()).
+    const crash = await killUnderLoad({
+      ...soakTarget,
+      concurrency: 64,
+      killAfterMs: 2000,
+      router,
+      dataDir,
+      restart: async () => {
+        const restarted = Bun.spawn([join(repoRoot, 'scripts/start')], { stdout: 'pipe', stderr: 'inherit', env: routerEnvironment })
+        children.push(restarted)
+        await readLine(restarted, /listening on http:\/\/127\.0\.0\.1:(\d+)/)
+        drain(restarted)
+        return restarted
+      },
+    })
+    process.stderr.write('bench: kill -9 check done\n')
+
     const byName = Object.fromEntries(scenarios.map((scenario) => [scenario.name, scenario.systems]))
     const c64 = byName['buffered chat, c=64']!
     const c1 = byName['buffered chat, c=1']!
@@ -328,6 +393,7 @@ async function main() {
       { rule: 'failover (c=1) added over a direct call to the 2nd target < 1 ms', value: failover.router!.p50 - failover.direct!.p50, limit: 1, pass: failover.router!.p50 - failover.direct!.p50 < 1 },
       { rule: `RSS growth from 10k to ${soakTotal / 1000}k requests < 30 MB`, value: rssAfterSoak - rssAfter10k, limit: 30, pass: rssAfterSoak - rssAfter10k < 30 },
       { rule: 'request-log rows = requests sent', value: logRows - routerRequestsSent, limit: 0, pass: logRows === routerRequestsSent },
+      { rule: 'kill -9 under load (c=64): rows lost of requests answered 200', value: crash.lost + crash.duplicates, limit: 0, pass: crash.lost === 0 && crash.duplicates === 0 },
     ]
     // Not budget lines: how the router's cost splits into the bare hop, the mandatory work (the
     // floor) and the rest. A floor near or over the CPU limit means the limit leaves no room for routing.
@@ -346,6 +412,7 @@ async function main() {
       scenarios,
       router_rss_mb: { start: rssAtStart, after_10k: rssAfter10k, [`after_${soakTotal / 1000}k`]: rssAfterSoak, end: rssAtEnd },
       log_rows: { written: logRows, requests_sent: routerRequestsSent },
+      kill_9: crash,
       budget,
       reference,
       duration_s: (performance.now() - started) / 1000,
@@ -381,7 +448,10 @@ function renderTable(results: any): string {
     }
   }
   lines.push('', `Router RSS (MB): ${Object.entries<number>(results.router_rss_mb).map(([name, value]) => `${name} ${fixed(value, 1)}`).join(', ')}`)
-  lines.push(`Request-log rows: ${results.log_rows.written} written for ${results.log_rows.requests_sent} requests sent`, '', '| budget | value | limit | pass |', '|---|---|---|---|')
+  lines.push(`Request-log rows: ${results.log_rows.written} written for ${results.log_rows.requests_sent} requests sent`)
+  const crash: CrashCheck = results.kill_9
+  lines.push(`kill -9 under load (c=64): ${crash.answered} requests answered 200 before the kill; after the restart ${crash.rows} rows in all (${crash.replayed} replayed from the journal), ${crash.lost} lost, ${crash.duplicates} duplicated`)
+  lines.push('', '| budget | value | limit | pass |', '|---|---|---|---|')
   for (const entry of results.budget) lines.push(`| ${entry.rule} | ${fixed(entry.value, 3)} | ${entry.limit} | ${entry.pass ? 'yes' : 'NO'} |`)
   lines.push('', '| reference (not budget) | value |', '|---|---|')
   for (const entry of results.reference) lines.push(`| ${entry.line} | ${Array.isArray(entry.value) ? entry.value.map((value: number) => fixed(value, 1)).join(', ') : fixed(entry.value, 3)} |`)

@@ -1,16 +1,33 @@
 /**
- * The request-log queue (SPEC "What the service does" 7): finished requests are pushed from the hot
- * path; their rows are built and written in batched transactions on a timer, with last_used_at
- * stamped per key in the same pass. Nothing here touches the database synchronously during a request.
+ * The request-log queue (SPEC "What the service does" 7): a finished request's row is appended to the
+ * request journal (storage/request-journal.ts, one write) before the request is done, so a crash of
+ * the process loses no row; the rows are written to SQLite in batched transactions on a timer, with
+ * last_used_at stamped per key in the same pass, and each journal segment is deleted once its rows
+ * are committed. Nothing here touches the database synchronously during a request.
  */
 import type { Logger } from '../observability/logger'
 import type { Metrics } from '../observability/metrics'
 import type { Repositories } from '../storage/repositories'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
+import { openRequestJournal, orphanSegments, readSegment, removeSegment, type JournalOptions, type JournalSegment, type RequestJournal } from '../storage/request-journal'
 
-/** A finished request that can describe its log row (the row is built when the batch is written). */
+/** A finished request that can describe its log row. */
 export interface LogEntry {
   logRow(): RequestLogRow
+}
+
+/** What opening the journal found: rows that processes gone from the data directory left in it. */
+export interface JournalReplay {
+  /** Segments read. */
+  segments: number
+  /** Rows read from them. */
+  rows: number
+  /** Rows that were not in SQLite yet (the others were committed before the crash). */
+  inserted: number
+  /** Torn or damaged lines skipped. */
+  damaged: number
+  /** Segments left for the timer to retry (the database refused them). */
+  pending: number
 }
 
 export interface RequestLogQueue {
@@ -19,52 +36,146 @@ export interface RequestLogQueue {
   flush(): void
   depth(): number
   start(intervalMs?: number): void
+  /** Flushes and closes the journal: after a clean stop it holds nothing. */
   stop(): void
+  /**
+   * Replays into SQLite the rows that processes gone from this data directory left in the journal,
+   * then journals every row pushed from now on. Once, at start, before the listener opens (the CLI
+   * never opens it: it serves no request).
+   */
+  openJournal(directory: string, options?: JournalOptions): JournalReplay
 }
+
+/** Segments replayed from disk per timer pass once the database works again (each is one flush window of rows). */
+const segmentsPerPass = 8
 
 /**
  * Rows are written in batches of about `batchSize`: large enough that a commit costs little per
  * row, small enough that one write blocks the event loop for well under a millisecond.
  */
 export function createRequestLogQueue(repositories: Repositories, metrics: Metrics, logger: Logger, batchSize = 128, maxQueued = 200_000): RequestLogQueue {
-  let queue: LogEntry[] = []
+  /** Rows in a journal segment and not committed yet. */
+  let journaled: RequestLogRow[] = []
+  /** Rows held only here: no journal is open, or its write failed. */
+  let inMemoryOnly: RequestLogRow[] = []
+  let journal: RequestJournal | undefined
+  /** Ended segments whose rows are all in `journaled`: deleted after the commit that writes them. */
+  let sealed: JournalSegment[] = []
+  /** Segments whose rows are not in memory (left by a dead process, or put down when the queue overflowed): replayed from disk. */
+  let onDisk: string[] = []
+  let journalFailing = false
   let timer: ReturnType<typeof setInterval> | undefined
   let scheduled = false
 
+  /** Inserts rows (a row already there is skipped) and stamps the keys' last use; returns the rows inserted. */
+  const commit = (rows: RequestLogRow[]): number => {
+    const lastUsed = new Map<string, number>()
+    for (const row of rows) if (row.keyId && row.status !== 401) lastUsed.set(row.keyId, Math.max(row.createdAt, lastUsed.get(row.keyId) ?? 0))
+    const inserted = repositories.requestLogs.insertMany(rows)
+    repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at: new Date(at).toISOString() })))
+    metrics.logRowsWritten += inserted
+    return inserted
+  }
+
+  const removeSegments = (paths: readonly string[]) => {
+    try {
+      for (const path of paths) removeSegment(path)
+    } catch (error) {
+      // The rows are committed; a segment left behind is replayed once more at the next start and skipped there.
+      logger.error('request_journal_remove_failed', { error: error instanceof Error ? error.message : String(error) })
+    }
+  }
+
+  /** Commits segments on disk, oldest first, up to `limit`; stops at the first the database refuses (it stays for the next pass). */
+  const replayOnDisk = (limit: number, totals: JournalReplay) => {
+    while (onDisk.length > 0 && limit-- > 0) {
+      const path = onDisk[0]!
+      const contents = readSegment(path)
+      totals.inserted += commit(contents.rows)
+      removeSegments([path])
+      onDisk.shift()
+      totals.segments++
+      totals.rows += contents.rows.length
+      totals.damaged += contents.damaged
+      if (contents.damaged > 0) logger.warn('request_journal_damaged', { segment: path, skipped: contents.damaged, rows: contents.rows.length })
+    }
+  }
+
   const flush = () => {
     scheduled = false
-    if (queue.length === 0) return
-    const entries = queue
-    queue = []
-    const batch = entries.map((entry) => entry.logRow())
-    const lastUsed = new Map<string, number>()
-    for (const row of batch) if (row.keyId && row.status !== 401) lastUsed.set(row.keyId, row.createdAt)
-    try {
-      repositories.requestLogs.insertMany(batch)
-      repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at: new Date(at).toISOString() })))
-      metrics.logRowsWritten += batch.length
-    } catch (error) {
-      // Keep the rows for the next pass rather than losing them, up to a bound: a database that
-      // keeps failing must not take the process's memory with it (dropped rows are counted).
-      queue = entries.concat(queue)
-      if (queue.length > maxQueued) {
-        metrics.logRowsDropped += queue.length - maxQueued
-        queue = queue.slice(queue.length - maxQueued)
+    if (journal) {
+      try {
+        for (const segment of journal.seal()) sealed.push(segment)
+      } catch (error) {
+        logger.error('request_journal_write_failed', { error: error instanceof Error ? error.message : String(error) })
       }
-      logger.error('request_log_flush_failed', { rows: batch.length, error: error instanceof Error ? error.message : String(error) })
+    }
+    if (journaled.length > 0 || inMemoryOnly.length > 0) {
+      const fromJournal = journaled
+      const fromMemory = inMemoryOnly
+      const segments = sealed
+      journaled = []
+      inMemoryOnly = []
+      sealed = []
+      try {
+        commit(fromMemory.length === 0 ? fromJournal : fromJournal.concat(fromMemory))
+      } catch (error) {
+        journaled = fromJournal
+        inMemoryOnly = fromMemory
+        sealed = segments
+        // A database that keeps failing must not take the process's memory with it. Journaled rows
+        // are put down (their segments are read again once the database works); rows held only here
+        // are kept up to the bound, and the rest dropped and counted.
+        if (journaled.length + inMemoryOnly.length > maxQueued) {
+          if (journaled.length > 0) {
+            for (const segment of sealed) onDisk.push(segment.path)
+            logger.warn('request_log_queue_spilled', { rows: journaled.length, segments: sealed.length })
+            journaled = []
+            sealed = []
+          }
+          if (inMemoryOnly.length > maxQueued) {
+            metrics.logRowsDropped += inMemoryOnly.length - maxQueued
+            inMemoryOnly = inMemoryOnly.slice(inMemoryOnly.length - maxQueued)
+          }
+        }
+        logger.error('request_log_flush_failed', { rows: fromJournal.length + fromMemory.length, error: error instanceof Error ? error.message : String(error) })
+        return
+      }
+      // Only now, with the rows committed: a crash before this line replays them, and the unique
+      // index skips them.
+      removeSegments(segments.map((segment) => segment.path))
+    }
+    if (onDisk.length > 0) {
+      try {
+        replayOnDisk(segmentsPerPass, { segments: 0, rows: 0, inserted: 0, damaged: 0, pending: 0 })
+      } catch (error) {
+        logger.error('request_journal_replay_failed', { segments: onDisk.length, error: error instanceof Error ? error.message : String(error) })
+      }
     }
   }
 
   const queueApi: RequestLogQueue = {
     push(entry) {
-      queue.push(entry)
-      if (queue.length >= batchSize && !scheduled) {
+      const row = entry.logRow()
+      if (journal) {
+        try {
+          journal.append(row)
+          journaled.push(row)
+          journalFailing = false
+        } catch (error) {
+          // The request still succeeds; its row is written with the next batch, but would not survive a crash.
+          inMemoryOnly.push(row)
+          if (!journalFailing) logger.error('request_journal_write_failed', { error: error instanceof Error ? error.message : String(error) })
+          journalFailing = true
+        }
+      } else inMemoryOnly.push(row)
+      if (journaled.length + inMemoryOnly.length >= batchSize && !scheduled) {
         scheduled = true
         setImmediate(flush)
       }
     },
     flush,
-    depth: () => queue.length,
+    depth: () => journaled.length + inMemoryOnly.length,
     start(intervalMs = 50) {
       if (timer) return
       timer = setInterval(flush, intervalMs)
@@ -74,6 +185,24 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
       if (timer) clearInterval(timer)
       timer = undefined
       flush()
+      if (!journal) return
+      journal.close()
+      journal = undefined
+      const left = sealed.length + onDisk.length
+      if (left > 0) logger.warn('request_journal_left', { segments: left, message: 'Request-log rows not yet in the database stay in the journal; the next start writes them.' })
+    },
+    openJournal(directory, options) {
+      // Listed before this process's own journal exists, so none of its segments is taken for a dead writer's.
+      for (const path of orphanSegments(directory)) onDisk.push(path)
+      journal = openRequestJournal(directory, options)
+      const replay: JournalReplay = { segments: 0, rows: 0, inserted: 0, damaged: 0, pending: 0 }
+      try {
+        replayOnDisk(Number.POSITIVE_INFINITY, replay)
+      } catch (error) {
+        logger.error('request_journal_replay_failed', { segments: onDisk.length, error: error instanceof Error ? error.message : String(error) })
+      }
+      replay.pending = onDisk.length
+      return replay
     },
   }
   metrics.logQueueDepth = queueApi.depth

@@ -4,7 +4,7 @@ import { is } from 'drizzle-orm'
 import { drizzle, type BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
 import { migrate } from 'drizzle-orm/bun-sqlite/migrator'
 import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'
-import { mkdirSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import * as schema from './schema'
 
@@ -59,7 +59,17 @@ export interface BackgroundCheckpoints {
 }
 
 export function openStorage(path: string, options: { migrate?: boolean } = {}): Storage {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  if (path !== ':memory:') {
+    // Owner-only (0700 folders, 0600 files): the database holds key hashes, encrypted provider secrets
+    // and request logs. SQLite creates -wal and -shm with the database file's mode, so creating the
+    // file 0600 here covers all three. An existing file or folder keeps the mode it has.
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+    try {
+      closeSync(openSync(path, 'wx', 0o600))
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+    }
+  }
   const sqlite = new Database(path, { create: true, strict: true })
   sqlite.exec('PRAGMA journal_mode = WAL')
   sqlite.exec('PRAGMA foreign_keys = ON')

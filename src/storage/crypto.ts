@@ -56,7 +56,7 @@ export function loadMasterKey(options: { fromEnvironment: string | undefined; ke
           'Set RT_MASTER_KEY to that key, or restore its master.key file (is RT_DATA_DIR the directory it was created in?). A new key would not read them, so none is created.',
       )
     }
-    mkdirSync(dirname(keyFilePath), { recursive: true })
+    mkdirSync(dirname(keyFilePath), { recursive: true, mode: 0o700 })
     key = randomBytes(32)
     writeFileSync(keyFilePath, key.toString('base64') + '\n', { mode: 0o600, flag: 'wx' })
     chmodSync(keyFilePath, 0o600)

@@ -10,6 +10,7 @@ import { createRuntime, type Runtime } from '../../src/runtime'
 import { buildApp, createErrorHandler, createFetchHandler } from '../../src/app'
 import { createWorkspace } from '../../src/management/workspaces'
 import { silentLogger } from '../../src/observability/logger'
+import { requestJournalDirectory } from '../../src/storage/request-journal'
 
 export const testMasterKey = Buffer.alloc(32, 7).toString('base64')
 
@@ -35,6 +36,8 @@ export async function startTestServer(environment: Record<string, string> = {}):
   const env: Record<string, string> = { RT_DATA_DIR: dataDir, RT_MASTER_KEY: testMasterKey, PORT: '0', ...environment }
   const config = loadConfig(env)
   const runtime = createRuntime(config, { logger: silentLogger })
+  // As src/main.ts does before it listens: rows are journaled (and a journal left there replayed).
+  runtime.logQueue.openJournal(requestJournalDirectory(config.dataDir))
   const created = createWorkspace(runtime, 'default')
   const app = buildApp(runtime)
   const server = Bun.serve({ hostname: '127.0.0.1', port: 0, development: false, fetch: createFetchHandler(app, runtime), error: createErrorHandler(runtime) })

@@ -54,7 +54,9 @@ function writeRule(tx: Transaction, keyId: string, rule: StoredRule) {
 }
 
 export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
-  const touchStatement = db.$client.prepare('update inference_keys set last_used_at = ? where id = ?')
+  // Never backwards: a journal replayed late (or, on a replica, rows shipped out of order) may carry
+  // an older stamp than the one stored. ISO 8601 UTC strings order as their times do.
+  const touchStatement = db.$client.prepare("update inference_keys set last_used_at = max(coalesce(last_used_at, ''), ?1) where id = ?2")
   const touchBatch = db.$client.transaction((entries: { keyId: string; at: string }[]) => {
     for (const entry of entries) touchStatement.run(entry.at, entry.keyId)
   })

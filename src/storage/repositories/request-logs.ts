@@ -21,8 +21,11 @@ export function createRequestLogRepository(db: Db) {
   const columnCount = 22
   const rowsPerStatement = 32
   const placeholders = `(${new Array(columnCount).fill('?').join(', ')})`
-  const insertOne = db.$client.prepare(`insert into request_logs (${columns}) values ${placeholders}`)
-  const insertGroup = db.$client.prepare(`insert into request_logs (${columns}) values ${new Array(rowsPerStatement).fill(placeholders).join(', ')}`)
+  // A row already there (same request id: replayed from the request journal after a crash that came
+  // between the commit and the journal's deletion) is skipped, not an error and not a second row.
+  const skipCommitted = 'on conflict (workspace_id, created_at, id) do nothing'
+  const insertOne = db.$client.prepare(`insert into request_logs (${columns}) values ${placeholders} ${skipCommitted}`)
+  const insertGroup = db.$client.prepare(`insert into request_logs (${columns}) values ${new Array(rowsPerStatement).fill(placeholders).join(', ')} ${skipCommitted}`)
   const groupParameters: (string | number | null)[] = new Array(rowsPerStatement * columnCount)
   const setParameters = (target: (string | number | null)[], offset: number, row: RequestLogRow) => {
     target[offset] = row.id
@@ -49,16 +52,18 @@ export function createRequestLogRepository(db: Db) {
     target[offset + 21] = row.requestBody ?? null
   }
   const oneParameters: (string | number | null)[] = new Array(columnCount)
-  const insertBatch = db.$client.transaction((rows: RequestLogRow[]) => {
+  const insertBatch = db.$client.transaction((rows: RequestLogRow[]): number => {
+    let inserted = 0
     let index = 0
     for (; index + rowsPerStatement <= rows.length; index += rowsPerStatement) {
       for (let row = 0; row < rowsPerStatement; row++) setParameters(groupParameters, row * columnCount, rows[index + row]!)
-      insertGroup.run(...groupParameters)
+      inserted += insertGroup.run(...groupParameters).changes
     }
     for (; index < rows.length; index++) {
       setParameters(oneParameters, 0, rows[index]!)
-      insertOne.run(...oneParameters)
+      inserted += insertOne.run(...oneParameters).changes
     }
+    return inserted
   })
 
   const where = (filter: UsageFilter): SQL =>
@@ -69,10 +74,10 @@ export function createRequestLogRepository(db: Db) {
     )!
 
   return {
-    /** Writes a batch in one transaction. */
-    insertMany(rows: RequestLogRow[]) {
-      if (rows.length === 0) return
-      insertBatch(rows)
+    /** Writes a batch in one transaction; returns the rows inserted (rows already there are skipped). */
+    insertMany(rows: RequestLogRow[]): number {
+      if (rows.length === 0) return 0
+      return insertBatch(rows)
     },
     count(workspaceId?: string): number {
       const query = db.select({ value: count() }).from(requestLogs)

@@ -1,0 +1,381 @@
+/**
+ * The request-log journal (storage/request-journal.ts) under the log queue: a row is on disk when
+ * push returns, batches reach SQLite and only then leave the journal, and a start replays what a
+ * crashed process left, once, skipping torn records. Also the owner-only modes of the data files.
+ */
+import { describe, expect, test } from 'bun:test'
+import { Database } from 'bun:sqlite'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Metrics } from '../../src/observability/metrics'
+import { silentLogger, type Logger } from '../../src/observability/logger'
+import { createRequestLogQueue, type RequestLogQueue } from '../../src/pipeline/log-request'
+import { openStorage, type Storage } from '../../src/storage/client'
+import { createRepositories, type Repositories } from '../../src/storage/repositories'
+import type { RequestLogRow } from '../../src/storage/repositories/request-logs'
+import { decodeRecord, encodeRecord, readSegment, requestJournalDirectory } from '../../src/storage/request-journal'
+import { startTestServer } from '../harness/server'
+import { startMockGateway, chatChunks } from '../harness/mock-gateway'
+
+/** A pid no process can have (Linux caps pids at 2^22): the writer of its segments is gone. */
+const deadPid = 2 ** 30
+
+interface Fixture extends Disposable {
+  dataDir: string
+  journalDir: string
+  storage: Storage
+  repositories: Repositories
+  /** A queue over this fixture's database (a new one plays a process started on the same data dir). */
+  queue(options?: { repositories?: Repositories; maxQueued?: number; logger?: Logger }): RequestLogQueue
+  rowIds(): string[]
+  /** Rows in the journal's segments now, by segment file name. */
+  journalRows(): Map<string, number>
+}
+
+function createFixture(): Fixture {
+  const root = mkdtempSync(join(tmpdir(), 'router-journal-'))
+  const dataDir = join(root, 'data')
+  const storage = openStorage(join(dataDir, 'router.db'))
+  const repositories = createRepositories(storage, () => {})
+  const journalDir = requestJournalDirectory(dataDir)
+  return {
+    dataDir,
+    journalDir,
+    storage,
+    repositories,
+    queue: (options = {}) => createRequestLogQueue(options.repositories ?? repositories, new Metrics(), options.logger ?? silentLogger, 128, options.maxQueued),
+    rowIds: () => storage.sqlite.query<{ id: string }, []>('select id from request_logs order by seq').all().map((row) => row.id),
+    journalRows() {
+      const rows = new Map<string, number>()
+      let names: string[] = []
+      try {
+        names = readdirSync(journalDir)
+      } catch {}
+      for (const name of names.sort()) rows.set(name, readSegment(join(journalDir, name)).rows.length)
+      return rows
+    },
+    [Symbol.dispose]() {
+      storage.close()
+      rmSync(root, { recursive: true, force: true })
+    },
+  }
+}
+
+let rowNumber = 0
+/** A row with every column set, so what comes back from the journal can be compared whole. */
+function row(values: Partial<RequestLogRow> = {}): RequestLogRow {
+  rowNumber++
+  return {
+    id: crypto.randomUUID(),
+    workspaceId: 'ws-journal',
+    keyId: 'key-journal',
+    createdAt: 1_750_000_000_000 + rowNumber,
+    endpoint: 'chat',
+    gateway: 'openai',
+    providerKeyId: 'pk-1',
+    model: 'openai/gpt-4o-mini',
+    upstreamModel: 'gpt-4o-mini',
+    status: 200,
+    errorCode: null,
+    stream: false,
+    latencyMs: 12.345,
+    overheadMs: 0.25,
+    ttfbMs: 10.5,
+    attempts: 1,
+    attemptPath: 'openai:ok',
+    stageTimings: '{"auth":0.01,"body":0.02}',
+    inputTokens: 11,
+    outputTokens: 7,
+    clientIp: null,
+    requestBody: null,
+    ...values,
+  }
+}
+
+const entry = (logRow: RequestLogRow) => ({ logRow: () => logRow })
+const total = (rows: Map<string, number>) => [...rows.values()].reduce((sum, count) => sum + count, 0)
+
+describe('the journal record', () => {
+  test('a row goes to one line and comes back equal: nulls, a stream flag, line breaks and non-ASCII text in the body', () => {
+    const original = row({ stream: true, errorCode: 'stream_aborted', keyId: null, ttfbMs: null, requestBody: '{"messages":[{"content":"line one\\nline two — ünïcødé 🦊\u2028"}]}\n', clientIp: '10.0.0.1' })
+    const line = encodeRecord(original)
+    expect(line.endsWith('\n')).toBe(true)
+    expect(line.indexOf('\n')).toBe(line.length - 1)
+    expect(decodeRecord(line.slice(0, -1))).toEqual(original)
+  })
+
+  test('a line that is not a whole record of this version is refused', () => {
+    const line = encodeRecord(row()).slice(0, -1)
+    expect(decodeRecord(line.replace('[1,', '[2,'))).toBeUndefined()
+    expect(decodeRecord('[1,"only","a","few"]')).toBeUndefined()
+    expect(decodeRecord('{"id":"x"}')).toBeUndefined()
+    expect(decodeRecord('')).toBeUndefined()
+    // Every proper prefix (a write cut short) is refused, never half a row.
+    for (let cut = 0; cut < line.length; cut++) expect(decodeRecord(line.slice(0, cut))).toBeUndefined()
+  })
+})
+
+describe('the request-log queue with its journal', () => {
+  test('a pushed row is in the journal when push returns; a flush writes it to SQLite and deletes its segment; stop leaves the journal empty', () => {
+    using fixture = createFixture()
+    const queue = fixture.queue()
+    expect(queue.openJournal(fixture.journalDir)).toEqual({ segments: 0, rows: 0, inserted: 0, damaged: 0, pending: 0 })
+    const rows = [row(), row({ stream: true }), row({ status: 502, errorCode: 'all_targets_failed' })]
+    for (const logRow of rows) queue.push(entry(logRow))
+
+    // On disk before any flush: what a kill -9 now would leave.
+    const [segment] = readdirSync(fixture.journalDir)
+    expect(readSegment(join(fixture.journalDir, segment!))).toEqual({ rows, damaged: 0 })
+    expect(fixture.rowIds()).toEqual([])
+
+    queue.flush()
+    expect(fixture.rowIds()).toEqual(rows.map((logRow) => logRow.id))
+    // The written segment is gone; the next one is open (empty) so requests only ever write.
+    expect(readdirSync(fixture.journalDir)).not.toContain(segment)
+    expect(total(fixture.journalRows())).toBe(0)
+
+    queue.push(entry(row()))
+    expect(total(fixture.journalRows())).toBe(1)
+    queue.stop()
+    expect(fixture.rowIds()).toHaveLength(4)
+    expect(readdirSync(fixture.journalDir)).toEqual([])
+  })
+
+  test('a start replays the rows a dead process journaled, writes each once and deletes its segments', () => {
+    using fixture = createFixture()
+    const crashed = fixture.queue()
+    crashed.openJournal(fixture.journalDir, { pid: deadPid })
+    const rows = Array.from({ length: 5 }, () => row())
+    for (const logRow of rows.slice(0, 3)) crashed.push(entry(logRow))
+    crashed.flush()
+    for (const logRow of rows.slice(3)) crashed.push(entry(logRow))
+    // The process dies here: 3 rows written, 2 only in the journal.
+    expect(fixture.rowIds()).toHaveLength(3)
+    expect(total(fixture.journalRows())).toBe(2)
+
+    const restarted = fixture.queue()
+    // One segment: the written one was deleted by the flush; the one being written when it died is left.
+    expect(restarted.openJournal(fixture.journalDir)).toEqual({ segments: 1, rows: 2, inserted: 2, damaged: 0, pending: 0 })
+    expect(fixture.rowIds().sort()).toEqual(rows.map((logRow) => logRow.id).sort())
+    expect(readdirSync(fixture.journalDir)).toEqual([])
+    // Rows replayed are complete rows, not only ids.
+    const replayed = fixture.storage.sqlite.query<{ latency_ms: number; stage_timings: string; input_tokens: number }, [string]>('select latency_ms, stage_timings, input_tokens from request_logs where id = ?').get(rows[4]!.id)
+    expect(replayed).toEqual({ latency_ms: 12.345, stage_timings: '{"auth":0.01,"body":0.02}', input_tokens: 11 })
+    restarted.stop()
+  })
+
+  test('a crash between the SQLite commit and the segment deletion: the replay writes no row twice', () => {
+    using fixture = createFixture()
+    const crashed = fixture.queue()
+    crashed.openJournal(fixture.journalDir, { pid: deadPid })
+    const committed = Array.from({ length: 4 }, () => row())
+    for (const logRow of committed) crashed.push(entry(logRow))
+    const [name] = readdirSync(fixture.journalDir)
+    const path = join(fixture.journalDir, name!)
+    const beforeDeletion = readFileSync(path)
+    crashed.flush()
+    // The state of a process killed after the commit and before the unlink: the segment is back.
+    writeFileSync(path, beforeDeletion)
+    const notCommitted = row()
+    crashed.push(entry(notCommitted))
+
+    const restarted = fixture.queue()
+    expect(restarted.openJournal(fixture.journalDir)).toMatchObject({ rows: 5, inserted: 1, damaged: 0, pending: 0 })
+    const ids = fixture.rowIds()
+    expect(ids).toHaveLength(5)
+    expect(new Set(ids).size).toBe(5)
+    expect(ids.sort()).toEqual([...committed, notCommitted].map((logRow) => logRow.id).sort())
+    // A second replay of the same rows (another start racing this one) adds nothing either.
+    expect(fixture.repositories.requestLogs.insertMany([...committed, notCommitted])).toBe(0)
+    restarted.stop()
+  })
+
+  test('a torn last record (the process died inside the write) and a damaged line are skipped, not fatal', () => {
+    using fixture = createFixture()
+    const crashed = fixture.queue()
+    crashed.openJournal(fixture.journalDir, { pid: deadPid })
+    const whole = [row(), row(), row()]
+    for (const logRow of whole) crashed.push(entry(logRow))
+    const [name] = readdirSync(fixture.journalDir)
+    const path = join(fixture.journalDir, name!)
+    // A damaged line in the middle, then half of a fourth record with no line end.
+    const lines = readFileSync(path, 'utf8').split('\n')
+    lines.splice(1, 0, '\u0000\u0000\u0000garbage')
+    writeFileSync(path, lines.join('\n') + encodeRecord(row()).slice(0, 60))
+
+    const warnings: Record<string, unknown>[] = []
+    const logger: Logger = { ...silentLogger, warn: (event, fields) => void warnings.push({ event, ...fields }) }
+    const restarted = fixture.queue({ logger })
+    expect(restarted.openJournal(fixture.journalDir)).toEqual({ segments: 1, rows: 3, inserted: 3, damaged: 2, pending: 0 })
+    expect(fixture.rowIds().sort()).toEqual(whole.map((logRow) => logRow.id).sort())
+    expect(warnings).toEqual([expect.objectContaining({ event: 'request_journal_damaged', skipped: 2, rows: 3 })])
+    expect(readdirSync(fixture.journalDir)).toEqual([])
+    restarted.stop()
+  })
+
+  test('segments of a process that still runs, or of a journal open in this process, are not replayed', () => {
+    using fixture = createFixture()
+    // The parent process runs: its segment belongs to a live writer (another role on the same data dir).
+    const otherProcess = fixture.queue()
+    otherProcess.openJournal(fixture.journalDir, { pid: process.ppid })
+    otherProcess.push(entry(row()))
+    const sameProcess = fixture.queue()
+    sameProcess.openJournal(fixture.journalDir)
+    sameProcess.push(entry(row()))
+
+    const starting = fixture.queue()
+    expect(starting.openJournal(fixture.journalDir)).toEqual({ segments: 0, rows: 0, inserted: 0, damaged: 0, pending: 0 })
+    expect(fixture.rowIds()).toEqual([])
+    expect(total(fixture.journalRows())).toBe(2)
+    for (const queue of [otherProcess, sameProcess, starting]) queue.stop()
+    expect(fixture.rowIds()).toHaveLength(2)
+  })
+
+  test('while the database refuses batches the rows and their segments stay; the next pass writes them and deletes the segments', () => {
+    using fixture = createFixture()
+    let refuse = true
+    const refusing: Repositories = {
+      ...fixture.repositories,
+      requestLogs: {
+        ...fixture.repositories.requestLogs,
+        insertMany(rows) {
+          if (refuse) throw new Error('disk I/O error')
+          return fixture.repositories.requestLogs.insertMany(rows)
+        },
+      },
+    }
+    const queue = fixture.queue({ repositories: refusing })
+    queue.openJournal(fixture.journalDir)
+    const rows = Array.from({ length: 3 }, () => row())
+    for (const logRow of rows.slice(0, 2)) queue.push(entry(logRow))
+    queue.flush()
+    queue.push(entry(rows[2]!))
+    queue.flush()
+    expect(queue.depth()).toBe(3)
+    expect(total(fixture.journalRows())).toBe(3)
+
+    refuse = false
+    queue.flush()
+    expect(queue.depth()).toBe(0)
+    expect(fixture.rowIds()).toEqual(rows.map((logRow) => logRow.id))
+    expect(total(fixture.journalRows())).toBe(0)
+    queue.stop()
+    expect(readdirSync(fixture.journalDir)).toEqual([])
+  })
+
+  test('a journal that cannot be written does not fail the push: the row is kept in memory and written with the next batch', () => {
+    using fixture = createFixture()
+    const errors: Record<string, unknown>[] = []
+    const queue = fixture.queue({ logger: { ...silentLogger, error: (event, fields) => void errors.push({ event, ...fields }) } })
+    queue.openJournal(fixture.journalDir)
+    // The folder gone: no segment can be created.
+    rmSync(fixture.journalDir, { recursive: true })
+    const rows = [row(), row()]
+    for (const logRow of rows) expect(() => queue.push(entry(logRow))).not.toThrow()
+    // Reported once, not per row.
+    expect(errors).toEqual([expect.objectContaining({ event: 'request_journal_write_failed' })])
+    queue.flush()
+    expect(fixture.rowIds()).toEqual(rows.map((logRow) => logRow.id))
+    queue.stop()
+  })
+
+  test('a queue over its bound while the database refuses is put down to the journal and read back from it later', () => {
+    using fixture = createFixture()
+    let refuse = true
+    const refusing: Repositories = {
+      ...fixture.repositories,
+      requestLogs: {
+        ...fixture.repositories.requestLogs,
+        insertMany(rows) {
+          if (refuse) throw new Error('database is locked')
+          return fixture.repositories.requestLogs.insertMany(rows)
+        },
+      },
+    }
+    const queue = fixture.queue({ repositories: refusing, maxQueued: 5 })
+    queue.openJournal(fixture.journalDir)
+    const rows = Array.from({ length: 8 }, () => row())
+    for (const logRow of rows) queue.push(entry(logRow))
+    queue.flush()
+    // Memory let go of them; the journal holds every one.
+    expect(queue.depth()).toBe(0)
+    expect(total(fixture.journalRows())).toBe(8)
+
+    refuse = false
+    const later = row()
+    queue.push(entry(later))
+    queue.flush()
+    expect(fixture.rowIds().sort()).toEqual([...rows, later].map((logRow) => logRow.id).sort())
+    expect(total(fixture.journalRows())).toBe(0)
+    queue.stop()
+  })
+})
+
+describe('a served request is journaled before it is done', () => {
+  test('buffered: the row is in the journal when the response arrives; streamed: when the stream ends, not before', async () => {
+    await using mock = await startMockGateway()
+    await using server = await startTestServer({ RT_GATEWAY_URL_OPENAI: mock.url })
+    const provider = await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: 'sk-upstream' })
+    const key = await server.call('POST', '/api/v1/keys', { routing: { targets: [{ provider_key_id: provider.body.data.id }] } })
+    const journalDir = requestJournalDirectory(server.dataDir)
+    const journaled = () => readdirSync(journalDir).flatMap((name) => readSegment(join(journalDir, name)).rows)
+    const chat = (stream: boolean) =>
+      fetch(`${server.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key.body.data.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream }),
+      })
+
+    const buffered = await chat(false)
+    expect(buffered.status).toBe(200)
+    const bufferedId = buffered.headers.get('x-router-request-id')!
+    expect(journaled().find((logRow) => logRow.id === bufferedId)).toMatchObject({ status: 200, stream: false, inputTokens: 11, outputTokens: 7 })
+    await buffered.arrayBuffer()
+
+    mock.handle(() => ({ sse: chatChunks('gpt-4o-mini'), chunkDelayMs: 30 }))
+    const streamed = await chat(true)
+    const streamedId = streamed.headers.get('x-router-request-id')!
+    const reader = streamed.body!.getReader()
+    expect((await reader.read()).done).toBe(false)
+    // Open: the row is not final yet.
+    expect(journaled().some((logRow) => logRow.id === streamedId)).toBe(false)
+    while (!(await reader.read()).done) {}
+    expect(journaled().find((logRow) => logRow.id === streamedId)).toMatchObject({ status: 200, stream: true, outputTokens: 3 })
+
+    // Nothing was written to SQLite yet (the harness flushes on demand): the journal alone held both.
+    expect(server.runtime.repositories.requestLogs.count()).toBe(0)
+    server.runtime.logQueue.flush()
+    expect(server.runtime.repositories.requestLogs.count()).toBe(2)
+    expect(journaled()).toEqual([])
+  })
+})
+
+describe('owner-only files (0600) and folders (0700)', () => {
+  test('a new data dir, router.db with its -wal and -shm, the journal folder and its segments', () => {
+    const root = mkdtempSync(join(tmpdir(), 'router-modes-'))
+    try {
+      const dataDir = join(root, 'several', 'levels', 'data')
+      const storage = openStorage(join(dataDir, 'router.db'))
+      const queue = createRequestLogQueue(createRepositories(storage, () => {}), new Metrics(), silentLogger)
+      queue.openJournal(requestJournalDirectory(dataDir))
+      queue.push(entry(row()))
+      queue.flush()
+      queue.push(entry(row()))
+      const mode = (path: string) => (statSync(path).mode & 0o777).toString(8)
+      for (const folder of [join(root, 'several'), join(root, 'several', 'levels'), dataDir, requestJournalDirectory(dataDir)]) expect([folder, mode(folder)]).toEqual([folder, '700'])
+      for (const file of ['router.db', 'router.db-wal', 'router.db-shm']) expect([file, mode(join(dataDir, file))]).toEqual([file, '600'])
+      const segments = readdirSync(requestJournalDirectory(dataDir))
+      expect(segments.length).toBeGreaterThan(0)
+      for (const segment of segments) expect(mode(join(requestJournalDirectory(dataDir), segment))).toBe('600')
+      queue.stop()
+      storage.close()
+      // The database reopens (the file made before SQLite opened it is a valid database).
+      const again = new Database(join(dataDir, 'router.db'))
+      expect(again.query<{ n: number }, []>('select count(*) as n from request_logs').get()!.n).toBe(2)
+      again.close()
+    } finally {
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+})
