@@ -7,7 +7,7 @@ COPY src ./src
 COPY db ./db
 # BUN_CONFIG_MAX_HTTP_REQUESTS: no cap of our own on concurrent upstream requests (src/gateways/concurrency.ts).
 ENV HOST=0.0.0.0 PORT=8080 RT_DATA_DIR=/data BUN_CONFIG_MAX_HTTP_REQUESTS=65535
-RUN mkdir -p /data && chown bun:bun /data
+RUN mkdir -p /data && chown bun:bun /data && chmod 700 /data
 VOLUME /data
 EXPOSE 8080
 USER bun

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util'
 import { environmentVariables, loadConfig } from './config/env'
 import { upstreamConcurrency, wantedUpstreamConcurrency } from './gateways/concurrency'
+import { requestJournalDirectory } from './storage/request-journal'
 
 class StartupError extends Error {}
 
@@ -81,6 +82,16 @@ async function main() {
     logger.warn('master_key_created', { message: 'RT_MASTER_KEY is unset: a random master key was written to the data directory (mode 0600). Back it up: provider secrets cannot be read without it.' })
   }
 
+  // Before the listener opens: rows that a process killed on this data directory had journaled but
+  // not yet written to the database go in first (a clean stop leaves none).
+  const replay = runtime.logQueue.openJournal(requestJournalDirectory(config.dataDir))
+  if (replay.segments > 0 || replay.pending > 0) {
+    logger.warn('request_journal_replayed', {
+      ...replay,
+      message: `Replayed ${replay.rows} request-log rows left in the journal by a process that did not stop cleanly (${replay.inserted} were not yet in the database).`,
+    })
+  }
+
   const app = buildApp(runtime)
   runtime.logQueue.start()
   const checkpoints = await runtime.storage.startBackgroundCheckpoints({
@@ -100,8 +111,10 @@ async function main() {
       // Bun turns reusePort on when development is off: a second start on a busy port would then
       // share it, and requests would land on the old and the new process at random.
       reusePort: false,
-      // Batch submits may approach 100 MB; per-route limits are enforced by the routes.
-      maxRequestBodySize: 110 * 1024 * 1024,
+      // No framework-wide cap: every route counts its own limit as it reads (10 MB inference, 1 MB
+      // management and MCP, 100 MB batch submits), so an oversized body gets the route's own error
+      // in its envelope instead of Bun's empty 413, whatever the framing.
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       // Seconds a client connection may stay silent. It must outlast the 95 s request deadline (a
       // buffered request sends nothing until the answer) and is enforced on streams through
       // RT_STREAM_IDLE_MS first, so a stalled upstream ends with the dialect's failure record.

@@ -155,7 +155,7 @@ export const commands: readonly CommandSpec[] = [
     summary: 'Attaches an MCP server (streamable HTTP) to an inference key; prints the attached servers.',
     options: {
       id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' },
-      url: { kind: 'text', placeholder: 'URL', required: true, description: "the MCP server's URL" },
+      url: { kind: 'text', placeholder: 'URL', required: true, description: "the MCP server's URL (https, public address unless RT_WEBHOOK_ALLOW_PRIVATE=1)" },
       name: { kind: 'text', placeholder: 'N', description: 'a name for it' },
     },
     run: async (runtime, input) => (await import('../management/key-settings')).addMcpServer(runtime, input.text('id')!, input.text('url')!, input.text('name')),

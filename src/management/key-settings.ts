@@ -1,60 +1,20 @@
 /**
  * Per-key settings the operator CLI manages (CONTRACT §5): rotation lives in keys.ts; here are the
- * batch webhook (URL rules of SPEC "Batch notifications"), e-mail notifications and MCP servers.
- * Delivery of webhooks and use of MCP servers belong to their own features.
+ * batch webhook and MCP servers (both under the target rule of outbound-target.ts, SPEC "Batch
+ * notifications") and e-mail notifications. Delivery of webhooks and use of MCP servers belong to
+ * their own features.
  */
 import { randomUUID } from 'node:crypto'
-import { lookup } from 'node:dns/promises'
-import ipaddr from 'ipaddr.js'
 import { generateSecret } from '../storage/crypto'
 import type { InferenceKeyRow } from '../storage/repositories/inference-keys'
 import { uuidPattern, type ManagementDeps } from './context'
 import { badRequest, messages, notFound } from './errors'
+import { checkOutboundUrl } from './outbound-target'
 
 function requireKey(deps: ManagementDeps, keyId: string): InferenceKeyRow {
   const key = uuidPattern.test(keyId) ? deps.repositories.inferenceKeys.getById(keyId) : undefined
   if (!key) throw notFound(messages.keyNotFound)
   return key
-}
-
-/** True for loopback, private, link-local and other non-public ranges. */
-export function isNonPublicAddress(text: string): boolean {
-  try {
-    let address = ipaddr.parse(text)
-    if (address.kind() === 'ipv6' && (address as ipaddr.IPv6).isIPv4MappedAddress()) address = (address as ipaddr.IPv6).toIPv4Address()
-    return address.range() !== 'unicast'
-  } catch {
-    return true
-  }
-}
-
-/**
- * A webhook target must be `https`, carry no credentials, and resolve only to public addresses,
- * unless RT_WEBHOOK_ALLOW_PRIVATE=1 (tests and closed networks). Checked at save and on delivery.
- */
-export async function assertWebhookTarget(rawUrl: string, allowPrivate: boolean, resolve = lookup): Promise<URL> {
-  let url: URL
-  try {
-    url = new URL(rawUrl)
-  } catch {
-    throw badRequest(`Invalid webhook URL: '${rawUrl.slice(0, 200)}'.`)
-  }
-  if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:')) throw badRequest('Webhook URL must use https.')
-  if (url.username || url.password) throw badRequest('Webhook URL must not carry credentials.')
-  if (allowPrivate) return url
-  const host = url.hostname.replace(/^\[|\]$/g, '')
-  const addresses = ipaddr.isValid(host)
-    ? [host]
-    : await resolve(host, { all: true }).then(
-        (entries) => entries.map((entry) => entry.address),
-        () => {
-          throw badRequest(`Webhook host '${host}' could not be resolved.`)
-        },
-      )
-  if (addresses.length === 0 || addresses.some(isNonPublicAddress)) {
-    throw badRequest(`Webhook URL resolves to a private, loopback or link-local address; refused.`)
-  }
-  return url
 }
 
 export async function setWebhook(deps: ManagementDeps, keyId: string, action: { url?: string; rotateSecret?: boolean; clear?: boolean }) {
@@ -64,7 +24,7 @@ export async function setWebhook(deps: ManagementDeps, keyId: string, action: { 
     return { url: null, signing_secret: null }
   }
   if (action.url !== undefined) {
-    const url = await assertWebhookTarget(action.url, deps.config.webhookAllowPrivate)
+    const url = await checkOutboundUrl(action.url, deps.config.webhookAllowPrivate, 'Webhook')
     const secret = generateSecret('whsec_', 32)
     deps.repositories.inferenceKeys.update(key.workspaceId, key.id, [
       { webhookUrl: url.toString(), webhookSecretCiphertext: deps.secretBox.encrypt(secret) },
@@ -93,15 +53,13 @@ function presentMcpServers(deps: ManagementDeps, keyId: string) {
   }
 }
 
-export function addMcpServer(deps: ManagementDeps, keyId: string, rawUrl: string, name?: string) {
+/**
+ * An MCP server is called on the key's behalf like a webhook, so it follows the webhook's target
+ * rule (outbound-target.ts), here at save time and in the MCP client at every connection.
+ */
+export async function addMcpServer(deps: ManagementDeps, keyId: string, rawUrl: string, name?: string) {
   const key = requireKey(deps, keyId)
-  let url: URL
-  try {
-    url = new URL(rawUrl)
-  } catch {
-    throw badRequest(`Invalid MCP server URL: '${rawUrl.slice(0, 200)}'.`)
-  }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw badRequest('MCP server URL must use http or https.')
+  const url = await checkOutboundUrl(rawUrl, deps.config.webhookAllowPrivate, 'MCP server')
   deps.repositories.inferenceKeys.addMcpServer({
     id: randomUUID(),
     keyId: key.id,

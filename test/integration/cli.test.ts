@@ -285,7 +285,8 @@ describe('operator CLI', () => {
 
   test('key mcp add / list / remove', async () => {
     const url = 'http://127.0.0.1:9/mcp'
-    const added = await ok(['key', 'mcp', 'add', '--id', inferenceKeyId, '--url', url, '--name', 'tools'])
+    // A loopback http server: allowed only for tests and closed networks (the last describe).
+    const added = await ok(['key', 'mcp', 'add', '--id', inferenceKeyId, '--url', url, '--name', 'tools'], { RT_WEBHOOK_ALLOW_PRIVATE: '1' })
     const attached = objectsIn(added).filter((entry) => entry.url === url)
     expect(attached).toHaveLength(1)
     expect(attached[0]!.name).toBe('tools')
@@ -416,5 +417,55 @@ describe('CLI and the master key', () => {
     const error = await fails(['workspace', 'create', '--name', 'written under the wrong key'], { RT_MASTER_KEY: Buffer.alloc(32, 12).toString('base64') })
     expect(error).toContain('not the key of the database')
     expect(runtime.repositories.workspaces.count()).toBe(before)
+  })
+})
+
+describe('CLI key mcp add: the webhook target rule (SPEC "Batch notifications")', () => {
+  let keyId: string
+
+  beforeAll(async () => {
+    const created = await ok(['workspace', 'create', '--name', 'MCP targets'])
+    const key = await api('POST', '/api/v1/keys', created.management_key, { name: 'mcp targets' })
+    expect(key.status).toBe(201)
+    keyId = key.body.data.id
+  })
+
+  const attached = async () => objectsIn(await ok(['key', 'mcp', 'list', '--id', keyId])).filter((entry) => typeof entry.url === 'string')
+
+  // Each refused URL with what its message must say.
+  const refused: [string, RegExp][] = [
+    ['https://169.254.169.254/latest/meta-data/', /169\.254\.169\.254, a link-local address/],
+    ['https://127.0.0.1:6379/', /127\.0\.0\.1, a loopback address/],
+    ['https://[::1]/mcp', /::1, a loopback address/],
+    ['https://10.1.2.3/mcp', /10\.1\.2\.3, a private address/],
+    ['https://[fd00::1]/mcp', /fd00::1, a unique-local address/],
+    ['https://[fd12:3456::8]/mcp', /unique-local/],
+    ['https://localhost/mcp', /host 'localhost' resolves to (127\.0\.0\.1|::1), a loopback address/],
+    ['http://93.184.215.14/mcp', /must use https/],
+    ['https://user:secret@93.184.215.14/mcp', /must not carry credentials/],
+  ]
+
+  test('refuses private, loopback, link-local, unique-local and metadata targets, http and credentials, with a clear error; saves nothing', async () => {
+    const errors = await Promise.all(refused.map(([url]) => fails(['key', 'mcp', 'add', '--id', keyId, '--url', url])))
+    for (const [index, [url, reason]] of refused.entries()) {
+      expect({ url, error: errors[index] }).toEqual({ url, error: expect.stringMatching(reason) })
+      expect(errors[index]!.startsWith('MCP server ')).toBe(true)
+    }
+    expect(await attached()).toEqual([])
+  })
+
+  test('a public https address is saved', async () => {
+    const added = await ok(['key', 'mcp', 'add', '--id', keyId, '--url', 'https://93.184.215.14/mcp'])
+    expect(objectsIn(added).filter((entry) => entry.url === 'https://93.184.215.14/mcp')).toHaveLength(1)
+  })
+
+  test('RT_WEBHOOK_ALLOW_PRIVATE=1 accepts the private and http targets; credentials stay refused', async () => {
+    const allow = { RT_WEBHOOK_ALLOW_PRIVATE: '1' }
+    const allowed = refused.map(([url]) => url).filter((url) => !url.includes('@'))
+    // One at a time: each add is a write to the same key.
+    for (const url of allowed) await ok(['key', 'mcp', 'add', '--id', keyId, '--url', url], allow)
+    const urls = (await attached()).map((entry) => entry.url)
+    for (const url of allowed) expect(urls).toContain(new URL(url).href)
+    expect(await fails(['key', 'mcp', 'add', '--id', keyId, '--url', 'https://user:secret@127.0.0.1/mcp'], allow)).toContain('must not carry credentials')
   })
 })

@@ -1,5 +1,6 @@
 /** The management REST API at /api/v1 (SPEC "Management API"): thin routes over management/. */
 import { Elysia } from 'elysia'
+import { readBodyWithin } from '../../pipeline/read-body'
 import { Type } from '@sinclair/typebox'
 import type { AppDeps } from '../deps'
 import { managementAuth } from './auth'
@@ -58,22 +59,11 @@ export const managementBodyLimit = 1_000_000
 
 /** Management bodies: JSON of at most 1 MB, counted as read (a chunked body has no length header). */
 async function readManagementJson({ request }: { request: Request }): Promise<unknown> {
-  const reader = request.body?.getReader()
-  if (!reader) throw new ManagementError(400, 'Request body must be a JSON object.')
-  const chunks: Uint8Array[] = []
-  let size = 0
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    size += value.byteLength
-    if (size > managementBodyLimit) {
-      await reader.cancel()
-      throw new ManagementError(400, `Request body too large: the limit is ${managementBodyLimit} bytes.`)
-    }
-    chunks.push(value)
-  }
+  if (!request.body) throw new ManagementError(400, 'Request body must be a JSON object.')
+  const bytes = await readBodyWithin(request, managementBodyLimit)
+  if (bytes === undefined) throw new ManagementError(400, `Request body too large: the limit is ${managementBodyLimit} bytes.`)
   try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'))
+    return JSON.parse(new TextDecoder().decode(bytes))
   } catch {
     throw new ManagementError(400, 'Malformed JSON body.')
   }

@@ -11,6 +11,7 @@ import { ManagementError, messages } from '../../management/errors'
 import { authenticateManagementKey, bearerToken } from '../../management/workspaces'
 import type { Actor } from '../../management/context'
 import { listTools, mcpTools } from './tools'
+import { readBodyWithin } from '../../pipeline/read-body'
 
 /**
  * The server's protocol version (SPEC "Versioning" 3): in the MCP-Protocol-Version header of every
@@ -19,6 +20,8 @@ import { listTools, mcpTools } from './tools'
  * official SDK client does), so the header and the negotiated version always agree.
  */
 export const mcpProtocolVersion = '2025-03-26'
+/** Management requests are small JSON-RPC documents. */
+const mcpBodyLimit = 1_000_000
 
 /**
  * Client versions accepted in the MCP-Protocol-Version request header: the revisions the official
@@ -129,8 +132,10 @@ export async function handleMcp(deps: AppDeps, request: Request): Promise<Respon
     )
   }
 
-  const text = await request.text()
-  if (text.length > 1_000_000) return reply(400, rpcError(null, -32600, 'Invalid Request: body too large.'))
+  // Counted as it arrives: a chunked body is cut off at the limit, not read whole first.
+  const bytes = await readBodyWithin(request, mcpBodyLimit)
+  if (bytes === undefined) return reply(400, rpcError(null, -32600, 'Invalid Request: body too large.'))
+  const text = new TextDecoder().decode(bytes)
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
