@@ -8,8 +8,9 @@
  *   forwarded to it,
  * - the buffered answer read whole, its token counts taken from the usage object,
  * - the request id, provider and attempt count in the response headers,
- * - one request-log row per request, through the router's own request-log queue and repository
- *   (batched writes to a SQLite file in WAL mode, checkpoints on the background worker).
+ * - one request-log row per request, journaled before the answer and written in batches, through
+ *   the router's own request-log queue, journal and repository (a SQLite file in WAL mode,
+ *   checkpoints on the background worker).
  * No plan, failover, metrics, stage timings or header forwarding. Reported beside the bare hop so the
  * router's cost can be read as bare + mandatory work + the rest. Prints `port N`.
  */
@@ -19,7 +20,7 @@ import { silentLogger } from '../../src/observability/logger'
 import { createRequestLogQueue } from '../../src/pipeline/log-request'
 import { openStorage } from '../../src/storage/client'
 import { createRepositories } from '../../src/storage/repositories'
-import type { RequestLogRow } from '../../src/storage/repositories/request-logs'
+import { requestJournalDirectory, rowEntry } from '../../src/storage/request-journal'
 import { serveOnLoopback } from './serve'
 
 const upstream = process.env.BENCH_UPSTREAM_URL!
@@ -27,6 +28,7 @@ const dataDir = process.env.BENCH_FLOOR_DIR!
 const storage = openStorage(join(dataDir, 'floor.db'))
 const checkpoints = await storage.startBackgroundCheckpoints({})
 const logQueue = createRequestLogQueue(createRepositories(storage), new Metrics(), silentLogger)
+logQueue.openJournal(requestJournalDirectory(dataDir))
 logQueue.start()
 
 const workspaceId = crypto.randomUUID()
@@ -34,14 +36,6 @@ const keyId = crypto.randomUUID()
 const providerKeyId = crypto.randomUUID()
 const keys = new Map([['rt_live_floor', { id: keyId, workspaceId }]])
 const upstreamHeaders = { 'content-type': 'application/json', accept: 'application/json', authorization: 'Bearer upstream' }
-
-/** A queued row (the queue asks each entry for its row when it writes the batch). */
-class LogEntry {
-  constructor(private readonly row: RequestLogRow) {}
-  logRow() {
-    return this.row
-  }
-}
 
 const decoder = new TextDecoder()
 const abortAttempt = (controller: AbortController) => controller.abort('timeout')
@@ -75,7 +69,7 @@ serveOnLoopback(async (request) => {
   const input = /"prompt_tokens":\s*(\d+)/.exec(tail)
   const output = /"completion_tokens":\s*(\d+)/.exec(tail)
   logQueue.push(
-    new LogEntry({
+    rowEntry({
       id: requestId,
       workspaceId: key.workspaceId,
       keyId: key.id,

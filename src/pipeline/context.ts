@@ -2,6 +2,7 @@
 import type { Envelope } from '../errors/render'
 import type { KeyEntry, Snapshot, WorkspaceEntry } from '../storage/snapshot'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
+import { stageTimingsText, type RecordWriter } from '../storage/request-journal'
 import { callerAddress } from './authenticate'
 
 /** Response headers by lower-case name: a plain object, handed to `new Response` once at the end. */
@@ -114,27 +115,76 @@ export class RequestContext {
     this.headers = finishedHeaders
   }
 
-  private stageTimings(): string {
-    // Each reached stage's time since the previous reached one, in stage order.
-    let text = '{'
+  /** Each reached stage's milliseconds since the previous reached one (rounded), computed once by settleStages. */
+  private authMs: number | undefined
+  private bodyMs: number | undefined
+  private planMs: number | undefined
+  private upstreamMs: number | undefined
+  private stagesSettled = false
+
+  private settleStages() {
+    if (this.stagesSettled) return
+    this.stagesSettled = true
     let previous = this.startedAt
     if (this.authAt !== 0) {
-      text += `"auth":${round3(this.authAt - previous)}`
+      this.authMs = round3(this.authAt - previous)
       previous = this.authAt
     }
     if (this.bodyAt !== 0) {
-      text += `${text.length > 1 ? ',' : ''}"body":${round3(this.bodyAt - previous)}`
+      this.bodyMs = round3(this.bodyAt - previous)
       previous = this.bodyAt
     }
     if (this.planAt !== 0) {
-      text += `${text.length > 1 ? ',' : ''}"plan":${round3(this.planAt - previous)}`
+      this.planMs = round3(this.planAt - previous)
       previous = this.planAt
     }
-    if (this.upstreamAt !== 0) text += `${text.length > 1 ? ',' : ''}"upstream":${round3(this.upstreamAt - previous)}`
-    return text + '}'
+    if (this.upstreamAt !== 0) this.upstreamMs = round3(this.upstreamAt - previous)
   }
 
-  /** The request-log row (built by the log queue's flush, off the request path). */
+  /** UTF-16 units of this request's journal record texts in all (storage/request-journal.ts recordBound). */
+  recordTextUnits(): number {
+    let units = this.requestId.length + (this.workspace?.id ?? this.key?.workspaceId ?? '').length + (this.key?.id.length ?? 0) + this.endpoint.length
+    units += (this.gateway?.length ?? 0) + (this.providerKeyId?.length ?? 0) + (this.model?.length ?? 0) + (this.upstreamModel?.length ?? 0) + (this.errorCode?.length ?? 0)
+    if (this.path) for (const step of this.path) units += step.length + 1
+    if (this.clientIpResolved) units += this.resolvedClientIp?.length ?? 0
+    if (this.captureBodies) units += this.requestBody?.length ?? 0
+    return units
+  }
+
+  /**
+   * The request-log row, written as its journal record field by field (request_logs column order,
+   * storage/request-journal.ts): called once, when the request is done, and makes no row object.
+   * The same values as logRow(), which the log queue builds later, off the request's path.
+   */
+  writeRecord(writer: RecordWriter) {
+    const overhead = this.overheadMs()
+    writer.text(this.requestId)
+    writer.text(this.workspace?.id ?? this.key?.workspaceId ?? '')
+    writer.text(this.key?.id)
+    writer.number(this.createdAt)
+    writer.text(this.endpoint)
+    writer.text(this.gateway)
+    writer.text(this.providerKeyId)
+    writer.text(this.model)
+    writer.text(this.upstreamModel)
+    writer.number(this.status)
+    writer.text(this.errorCode)
+    writer.flag(this.stream)
+    writer.number(round3(this.finishedAt - this.startedAt))
+    writer.number(overhead === undefined ? undefined : round3(overhead))
+    writer.number(this.ttfbMs === undefined ? undefined : round3(this.ttfbMs))
+    writer.number(this.attempts)
+    writer.joined(this.path, '>')
+    this.settleStages()
+    writer.stages(this.authMs, this.bodyMs, this.planMs, this.upstreamMs)
+    writer.number(this.inputTokens)
+    writer.number(this.outputTokens)
+    // Logged when it was needed (allowlists); not looked up for the log alone.
+    writer.text(this.clientIpResolved ? this.resolvedClientIp : undefined)
+    writer.text(this.captureBodies ? this.requestBody : undefined)
+  }
+
+  /** The request-log row (built by the log queue's flush, off the request path): the journal record's values. */
   logRow(): RequestLogRow {
     const overhead = this.overheadMs()
     return {
@@ -155,7 +205,7 @@ export class RequestContext {
       ttfbMs: this.ttfbMs === undefined ? null : round3(this.ttfbMs),
       attempts: this.attempts,
       attemptPath: this.path && this.path.length ? this.path.join('>') : null,
-      stageTimings: this.stageTimings(),
+      stageTimings: (this.settleStages(), stageTimingsText(this.authMs, this.bodyMs, this.planMs, this.upstreamMs)),
       inputTokens: this.inputTokens ?? null,
       outputTokens: this.outputTokens ?? null,
       // Logged when it was needed (allowlists); not looked up for the log alone.

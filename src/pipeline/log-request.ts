@@ -1,20 +1,19 @@
 /**
- * The request-log queue (SPEC "What the service does" 7): a finished request's row is appended to the
- * request journal (storage/request-journal.ts, one write) before the request is done, so a crash of
- * the process loses no row; the rows are written to SQLite in batched transactions on a timer, with
- * last_used_at stamped per key in the same pass, and each journal segment is deleted once its rows
- * are committed. Nothing here touches the database synchronously during a request.
+ * The request-log queue (SPEC "What the service does" 7): a finished request's record is written to
+ * the request journal (storage/request-journal.ts) before the request is done, so a crash of the
+ * process loses no row; the rows are built and written to SQLite in batched transactions on a timer,
+ * with last_used_at stamped per key in the same pass, and each journal segment is given back once
+ * its rows are committed. The journal is read only after a crash; the batch builds its rows from the
+ * requests themselves. Nothing here touches the database synchronously during a request.
  */
 import type { Logger } from '../observability/logger'
 import type { Metrics } from '../observability/metrics'
 import type { Repositories } from '../storage/repositories'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
-import { openRequestJournal, orphanSegments, readSegment, removeSegment, type JournalOptions, type JournalSegment, type RequestJournal } from '../storage/request-journal'
+import { openRequestJournal, orphanSegments, readSegment, removeSegment, type JournalEntry, type JournalOptions, type JournalSegment, type RequestJournal } from '../storage/request-journal'
 
-/** A finished request that can describe its log row. */
-export interface LogEntry {
-  logRow(): RequestLogRow
-}
+/** A finished request: it writes its own journal record, and gives its row to the batch. */
+export type LogEntry = JournalEntry
 
 /** What opening the journal found: rows that processes gone from the data directory left in it. */
 export interface JournalReplay {
@@ -54,10 +53,10 @@ const segmentsPerPass = 8
  * row, small enough that one write blocks the event loop for well under a millisecond.
  */
 export function createRequestLogQueue(repositories: Repositories, metrics: Metrics, logger: Logger, batchSize = 128, maxQueued = 200_000): RequestLogQueue {
-  /** Rows in a journal segment and not committed yet. */
-  let journaled: RequestLogRow[] = []
-  /** Rows held only here: no journal is open, or its write failed. */
-  let inMemoryOnly: RequestLogRow[] = []
+  /** Requests whose records are in a journal segment, their rows not committed yet. */
+  let journaled: LogEntry[] = []
+  /** Requests held only here: no journal is open, or writing to it failed. */
+  let inMemoryOnly: LogEntry[] = []
   let journal: RequestJournal | undefined
   /** Ended segments whose rows are all in `journaled`: deleted after the commit that writes them. */
   let sealed: JournalSegment[] = []
@@ -67,11 +66,16 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
   let timer: ReturnType<typeof setInterval> | undefined
   let scheduled = false
 
-  /** Inserts rows (a row already there is skipped) and stamps the keys' last use; returns the rows inserted. */
-  const commit = (rows: RequestLogRow[]): number => {
+  /**
+   * Inserts rows and stamps the keys' last use; returns the rows inserted. Rows `replayed` from the
+   * journal's files may be there already (a crash came between their commit and their segment's
+   * release) and are skipped; rows of this process's own requests are new.
+   */
+  const commit = (rows: RequestLogRow[], replayed: boolean): number => {
+    if (rows.length === 0) return 0
     const lastUsed = new Map<string, number>()
     for (const row of rows) if (row.keyId && row.status !== 401) lastUsed.set(row.keyId, Math.max(row.createdAt, lastUsed.get(row.keyId) ?? 0))
-    const inserted = repositories.requestLogs.insertMany(rows)
+    const inserted = replayed ? repositories.requestLogs.insertManyIfAbsent(rows) : repositories.requestLogs.insertMany(rows)
     repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at: new Date(at).toISOString() })))
     metrics.logRowsWritten += inserted
     return inserted
@@ -91,7 +95,7 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
     while (onDisk.length > 0 && limit-- > 0) {
       const path = onDisk[0]!
       const contents = readSegment(path)
-      totals.inserted += commit(contents.rows)
+      totals.inserted += commit(contents.rows, true)
       removeSegments([path])
       onDisk.shift()
       totals.segments++
@@ -117,8 +121,11 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
       journaled = []
       inMemoryOnly = []
       sealed = []
+      const rows: RequestLogRow[] = []
+      for (const entry of fromJournal) rows.push(entry.logRow())
+      for (const entry of fromMemory) rows.push(entry.logRow())
       try {
-        commit(fromMemory.length === 0 ? fromJournal : fromJournal.concat(fromMemory))
+        commit(rows, false)
       } catch (error) {
         journaled = fromJournal
         inMemoryOnly = fromMemory
@@ -129,6 +136,7 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
         if (journaled.length + inMemoryOnly.length > maxQueued) {
           if (journaled.length > 0) {
             for (const segment of sealed) onDisk.push(segment.path)
+            journal?.abandon(sealed)
             logger.warn('request_log_queue_spilled', { rows: journaled.length, segments: sealed.length })
             journaled = []
             sealed = []
@@ -138,12 +146,16 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
             inMemoryOnly = inMemoryOnly.slice(inMemoryOnly.length - maxQueued)
           }
         }
-        logger.error('request_log_flush_failed', { rows: fromJournal.length + fromMemory.length, error: error instanceof Error ? error.message : String(error) })
+        logger.error('request_log_flush_failed', { rows: rows.length, error: error instanceof Error ? error.message : String(error) })
         return
       }
-      // Only now, with the rows committed: a crash before this line replays them, and the unique
-      // index skips them.
-      removeSegments(segments.map((segment) => segment.path))
+      // Only now, with the rows committed: a crash before this line replays the segments at the next
+      // start, and the replay skips the rows already there.
+      try {
+        journal?.release(segments)
+      } catch (error) {
+        logger.error('request_journal_remove_failed', { error: error instanceof Error ? error.message : String(error) })
+      }
     }
     if (onDisk.length > 0) {
       try {
@@ -156,19 +168,18 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
 
   const queueApi: RequestLogQueue = {
     push(entry) {
-      const row = entry.logRow()
       if (journal) {
         try {
-          journal.append(row)
-          journaled.push(row)
+          journal.append(entry)
+          journaled.push(entry)
           journalFailing = false
         } catch (error) {
           // The request still succeeds; its row is written with the next batch, but would not survive a crash.
-          inMemoryOnly.push(row)
+          inMemoryOnly.push(entry)
           if (!journalFailing) logger.error('request_journal_write_failed', { error: error instanceof Error ? error.message : String(error) })
           journalFailing = true
         }
-      } else inMemoryOnly.push(row)
+      } else inMemoryOnly.push(entry)
       if (journaled.length + inMemoryOnly.length >= batchSize && !scheduled) {
         scheduled = true
         setImmediate(flush)

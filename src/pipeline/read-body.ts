@@ -20,8 +20,14 @@ export async function readJsonBody(request: Request, limit = inferenceBodyLimit)
 }
 
 /** The body's bytes, never more than `limit` of them read: over it, 413 request_too_large. */
-export async function readBodyBytes(request: Request, limit = inferenceBodyLimit): Promise<Uint8Array<ArrayBuffer>> {
-  const bytes = await readBodyWithin(request, limit)
+export function readBodyBytes(request: Request, limit = inferenceBodyLimit): Promise<Uint8Array<ArrayBuffer>> {
+  const declared = request.headers.get('content-length')
+  // The common case without the extra promise of readBodyWithin (see there why bytes() is safe).
+  if (declared !== null && Number(declared) <= limit) return request.bytes()
+  return readBodyWithin(request, limit).then(refuseOversized)
+}
+
+function refuseOversized(bytes: Uint8Array<ArrayBuffer> | undefined): Uint8Array<ArrayBuffer> {
   if (bytes === undefined) throw new RouterError('request_too_large')
   return bytes
 }
@@ -81,13 +87,28 @@ export function parseJsonBody(bytes: Uint8Array<ArrayBuffer>, limit = inferenceB
   }
   // JSON.parse keeps the last of two equal keys, an upstream may read the first: the model routed,
   // billed and logged would not be the one served. Refused, as I-JSON (RFC 7493 §2.3) does.
-  if (isObject(value)) {
+  if (isObject(value) && mayRepeatKeys(text, value)) {
     const repeated = repeatedTopLevelKey(text)
     if (repeated !== undefined) {
       throw new RouterError('invalid_json', `The request body is not valid JSON for this API: the key \`${repeated.slice(0, 100)}\` appears more than once at its top level.`)
     }
   }
   return { bytes, text, value }
+}
+
+/**
+ * False when no top-level key can be named twice, found with native searches (the common case; the
+ * full scan runs otherwise): with no backslash in the text every name is spelled as it reads and no
+ * string holds a quote, so a name named twice would show `"name"` twice, and each shows once.
+ */
+function mayRepeatKeys(text: string, value: Record<string, unknown>): boolean {
+  if (text.indexOf('\\') !== -1) return true
+  for (const name in value) {
+    const quoted = `"${name}"`
+    const first = text.indexOf(quoted)
+    if (first === -1 || text.indexOf(quoted, first + quoted.length) !== -1) return true
+  }
+  return false
 }
 
 export function isObject(value: unknown): value is Record<string, unknown> {

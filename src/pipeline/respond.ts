@@ -39,6 +39,41 @@ export function readUsage(usage: unknown, context: RequestContext) {
   if (output !== undefined) context.outputTokens = output
 }
 
+const usageKey = Buffer.from('"usage"')
+const tailDecoder = new TextDecoder()
+
+/** The integer after `"name":` at or after `from` (undefined when absent or not a number). */
+function countAfter(text: string, from: number, quotedName: string): number | undefined {
+  const at = text.indexOf(quotedName, from)
+  if (at === -1) return undefined
+  let index = at + quotedName.length
+  let code = text.charCodeAt(index)
+  while (code === 32 || code === 9 || code === 10 || code === 13 || code === 58) code = text.charCodeAt(++index)
+  let value = 0
+  let digits = 0
+  while (code >= 48 && code <= 57) {
+    value = value * 10 + (code - 48)
+    digits++
+    code = text.charCodeAt(++index)
+  }
+  return digits > 0 ? value : undefined
+}
+
+/**
+ * Token counts of a relayed buffered answer, read from its last `usage` object without parsing the
+ * body (usage sits at the end of a chat completion or embeddings list; only that tail is decoded).
+ */
+export function readUsageFromBody(body: ArrayBuffer, context: RequestContext) {
+  const bytes = Buffer.from(body)
+  const start = bytes.lastIndexOf(usageKey)
+  if (start === -1) return
+  const tail = tailDecoder.decode(bytes.subarray(start, Math.min(bytes.length, start + 400)))
+  const input = countAfter(tail, 0, '"prompt_tokens"') ?? countAfter(tail, 0, '"input_tokens"')
+  const output = countAfter(tail, 0, '"completion_tokens"') ?? countAfter(tail, 0, '"output_tokens"')
+  if (input !== undefined) context.inputTokens = input
+  if (output !== undefined) context.outputTokens = output
+}
+
 const encoder = new TextEncoder()
 
 export function streamAbortedRecord(message: string): Uint8Array {

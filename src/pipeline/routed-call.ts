@@ -12,7 +12,7 @@ import { isPlanCacheable, planRoute, type Operation, type PlannedAttempt, type R
 import type { KeyEntry, ProviderEntry } from '../storage/snapshot'
 import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
-import { readUsage, relayChatStream } from './respond'
+import { readUsage, readUsageFromBody, relayChatStream } from './respond'
 import { runAttempts, type AttemptCall, type RunResult } from './run-attempts'
 import type { ReplyKind } from '../dialects/reply-shape'
 import type { StreamIdleWatch } from '../dialects/upstream-body'
@@ -35,6 +35,11 @@ export interface RoutedCallInput {
   clientSignal: AbortSignal | undefined
   /** A pinned Responses chain: only this provider key, no remaps. */
   pinnedProviderKeyId?: string
+  /**
+   * The answer's bytes go to the client as they are (the chat dialect): a buffered 2xx is checked by
+   * scanning it, not parsed. Otherwise it is parsed, for a translator or an id rewrite.
+   */
+  relaysReply?: boolean
 }
 
 /** The same chat body for every attempt, with the attempt's model spelling. */
@@ -125,6 +130,7 @@ class RoutedCall implements AttemptCall {
   readonly deadlineAt: number
   readonly clientSignal: AbortSignal | undefined
   readonly streamIdleMs: number
+  readonly relaysReply: boolean
   replyKind: ReplyKind = 'chat'
   private readonly forwarded: readonly [string, string][]
 
@@ -137,6 +143,7 @@ class RoutedCall implements AttemptCall {
     this.deadlineAt = context.startedAt + deps.config.deadlineMs
     this.clientSignal = input.clientSignal
     this.streamIdleMs = deps.config.streamIdleMs
+    this.relaysReply = input.relaysReply === true
     this.forwarded = forwardedHeaders(input.incomingHeaders)
   }
 
@@ -190,7 +197,8 @@ export function answerChatDialect(context: RequestContext, deps: InferenceDeps, 
   // Success answers carry our own content type: the body was checked to be JSON or an event stream.
   if (!result.stream) {
     const body = result.body ?? new ArrayBuffer(0)
-    readUsage((result.value as { usage?: unknown }).usage, context)
+    if (result.value === undefined) readUsageFromBody(body, context)
+    else readUsage((result.value as { usage?: unknown }).usage, context)
     context.headers['content-type'] = 'application/json'
     return finishWith(context, deps, new Response(body, { status: upstream.status, headers: context.responseHeaders() }))
   }
@@ -224,6 +232,7 @@ export const handleChatCompletions: EndpointHandler = async (context, request, _
     stream: context.stream,
     incomingHeaders: request.headers,
     clientSignal: request.signal,
+    relaysReply: true,
   })
   return answerChatDialect(context, deps, result)
 }
@@ -243,6 +252,7 @@ export const handleEmbeddings: EndpointHandler = async (context, request, _route
     stream: false,
     incomingHeaders: request.headers,
     clientSignal: request.signal,
+    relaysReply: true,
   })
   return answerChatDialect(context, deps, result)
 }

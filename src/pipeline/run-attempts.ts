@@ -6,7 +6,7 @@
  * downstream (relay, error message, log) sees them.
  */
 import { RouterError } from '../errors/router-error'
-import { readReply, UnusableReply, type ReplyKind } from '../dialects/reply-shape'
+import { readReply, scanReply, UnusableReply, type ReplyKind } from '../dialects/reply-shape'
 import { startUpstreamBody, StreamIdleWatch, type UpstreamBody } from '../dialects/upstream-body'
 import { relayableHeaders } from '../gateways/upstream'
 import { scrubSecret } from '../gateways/scrub-secret'
@@ -26,6 +26,8 @@ export interface AttemptCall {
   readonly streamIdleMs: number
   /** What a 2xx answer to the request `send` last sent must be (send sets it per attempt). */
   readonly replyKind: ReplyKind
+  /** A buffered 2xx goes to the client as its bytes: scanned, not parsed (`value` stays undefined). */
+  readonly relaysReply: boolean
   /**
    * Sends this step's upstream request. `watch` is the idle limit of a stream attempt (started here
    * once the stream has begun); a sender that reads the upstream body itself stamps it per chunk.
@@ -50,7 +52,7 @@ export type RunResult =
       kind: 'success'
       step: PlannedAttempt
       response: Response
-      /** Buffered requests: the whole body, read under the attempt's timer, and its checked JSON. */
+      /** Buffered requests: the whole body, read under the attempt's timer, and its checked JSON (undefined when the call relays its bytes). */
       body: ArrayBuffer | undefined
       value: unknown
       /** Stream requests: the body, begun (its first line read and checked under the attempt's timer). */
@@ -158,7 +160,8 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
             started = begun
           } else {
             body = await response.arrayBuffer()
-            value = readReply(call.replyKind, body)
+            if (call.relaysReply) scanReply(call.replyKind, body)
+            else value = readReply(call.replyKind, body)
           }
           clearTimeout(timer)
           const answeredAt = now()

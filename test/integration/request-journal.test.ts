@@ -14,8 +14,9 @@ import { createRequestLogQueue, type RequestLogQueue } from '../../src/pipeline/
 import { openStorage, type Storage } from '../../src/storage/client'
 import { createRepositories, type Repositories } from '../../src/storage/repositories'
 import type { RequestLogRow } from '../../src/storage/repositories/request-logs'
-import { decodeRecord, encodeRecord, readSegment, requestJournalDirectory } from '../../src/storage/request-journal'
+import { decodeRecord, encodeRecord, readSegment, requestJournalDirectory, rowEntry } from '../../src/storage/request-journal'
 import { startTestServer } from '../harness/server'
+import { requestLogs } from '../../src/storage/schema'
 import { startMockGateway, chatChunks } from '../harness/mock-gateway'
 
 /** A pid no process can have (Linux caps pids at 2^22): the writer of its segments is gone. */
@@ -93,31 +94,75 @@ function row(values: Partial<RequestLogRow> = {}): RequestLogRow {
   }
 }
 
-const entry = (logRow: RequestLogRow) => ({ logRow: () => logRow })
+const entry = (logRow: RequestLogRow) => rowEntry(logRow)
 const total = (rows: Map<string, number>) => [...rows.values()].reduce((sum, count) => sum + count, 0)
 
 describe('the journal record', () => {
-  test('a row goes to one line and comes back equal: nulls, a stream flag, line breaks and non-ASCII text in the body', () => {
+  test('a row goes to one record and comes back equal: nulls, a stream flag, line breaks and non-ASCII text in the body', () => {
     const original = row({ stream: true, errorCode: 'stream_aborted', keyId: null, ttfbMs: null, requestBody: '{"messages":[{"content":"line one\\nline two — ünïcødé 🦊\u2028"}]}\n', clientIp: '10.0.0.1' })
-    const line = encodeRecord(original)
-    expect(line.endsWith('\n')).toBe(true)
-    expect(line.indexOf('\n')).toBe(line.length - 1)
-    expect(decodeRecord(line.slice(0, -1))).toEqual(original)
+    const record = encodeRecord(original)
+    // The record starts with its own length: the reader needs no separator.
+    expect(record.readUInt32LE(0)).toBe(record.length)
+    expect(decodeRecord(record)).toEqual(original)
+    expect(decodeRecord(encodeRecord(row({ stream: false })))).toMatchObject({ stream: false })
+    // Stage timings ride as numbers and read back as the same text: none at all, none reached, some.
+    for (const stageTimings of [null, '{}', '{"upstream":2.5}', '{"auth":0.012,"body":0.004,"plan":0.031,"upstream":12.345}']) {
+      const timed = row({ stageTimings })
+      expect(decodeRecord(encodeRecord(timed))).toEqual(timed)
+    }
   })
 
-  test('a line that is not a whole record of this version is refused', () => {
-    const line = encodeRecord(row()).slice(0, -1)
-    expect(decodeRecord(line.replace('[1,', '[2,'))).toBeUndefined()
-    expect(decodeRecord('[1,"only","a","few"]')).toBeUndefined()
-    expect(decodeRecord('{"id":"x"}')).toBeUndefined()
-    expect(decodeRecord('')).toBeUndefined()
-    // Every proper prefix (a write cut short) is refused, never half a row.
-    for (let cut = 0; cut < line.length; cut++) expect(decodeRecord(line.slice(0, cut))).toBeUndefined()
+  test('bytes that are not one whole record of this version are refused', () => {
+    const record = encodeRecord(row())
+    const otherVersion = Buffer.from(record)
+    otherVersion[4] = 1
+    expect(decodeRecord(otherVersion)).toBeUndefined()
+    expect(decodeRecord(Buffer.concat([record, Buffer.from([0])]))).toBeUndefined()
+    expect(decodeRecord(new Uint8Array(0))).toBeUndefined()
+    // Every proper prefix (a write cut short) is refused, never half a row, whatever its length field says.
+    for (let cut = 0; cut < record.length; cut++) {
+      expect(decodeRecord(record.subarray(0, cut))).toBeUndefined()
+      const relabelled = Buffer.from(record.subarray(0, cut))
+      if (cut >= 4) relabelled.writeUInt32LE(cut, 0)
+      expect(decodeRecord(relabelled)).toBeUndefined()
+    }
+  })
+})
+
+describe('the journal segments', () => {
+  test('rows fill a segment and go on in the next; committed segments are reused, not multiplied; a row larger than a segment gets a file of its own', () => {
+    using fixture = createFixture()
+    const queue = fixture.queue()
+    queue.openJournal(fixture.journalDir, { segmentBytes: 4096 })
+    const files = () => readdirSync(fixture.journalDir).sort()
+    for (let round = 0; round < 5; round++) {
+      // About 500 bytes a row: 20 rows span three 4 KB segments.
+      const rows = Array.from({ length: 20 }, () => row())
+      for (const logRow of rows) queue.push(entry(logRow))
+      expect(total(fixture.journalRows())).toBe(20)
+      queue.flush()
+      expect(total(fixture.journalRows())).toBe(0)
+    }
+    expect(fixture.rowIds()).toHaveLength(100)
+    // Five rounds of three segments each ran on the same few files.
+    expect(files().length).toBeLessThanOrEqual(4)
+
+    const captured = row({ requestBody: JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(10_000) }] }) })
+    const before = new Set(files())
+    queue.push(entry(captured))
+    const own = files().filter((name) => !before.has(name))
+    expect(own).toHaveLength(1)
+    expect(readSegment(join(fixture.journalDir, own[0]!)).rows).toEqual([captured])
+    queue.flush()
+    expect(files()).not.toContain(own[0])
+    expect(fixture.rowIds()).toContain(captured.id)
+    queue.stop()
+    expect(files()).toEqual([])
   })
 })
 
 describe('the request-log queue with its journal', () => {
-  test('a pushed row is in the journal when push returns; a flush writes it to SQLite and deletes its segment; stop leaves the journal empty', () => {
+  test('a pushed row is in the journal when push returns; a flush writes it to SQLite and empties its segment; stop leaves the journal empty', () => {
     using fixture = createFixture()
     const queue = fixture.queue()
     expect(queue.openJournal(fixture.journalDir)).toEqual({ segments: 0, rows: 0, inserted: 0, damaged: 0, pending: 0 })
@@ -131,8 +176,8 @@ describe('the request-log queue with its journal', () => {
 
     queue.flush()
     expect(fixture.rowIds()).toEqual(rows.map((logRow) => logRow.id))
-    // The written segment is gone; the next one is open (empty) so requests only ever write.
-    expect(readdirSync(fixture.journalDir)).not.toContain(segment)
+    // The written segment holds no row any more (it is zeroed for reuse); requests only ever write.
+    expect(readSegment(join(fixture.journalDir, segment!))).toEqual({ rows: [], damaged: 0 })
     expect(total(fixture.journalRows())).toBe(0)
 
     queue.push(entry(row()))
@@ -155,8 +200,8 @@ describe('the request-log queue with its journal', () => {
     expect(total(fixture.journalRows())).toBe(2)
 
     const restarted = fixture.queue()
-    // One segment: the written one was deleted by the flush; the one being written when it died is left.
-    expect(restarted.openJournal(fixture.journalDir)).toEqual({ segments: 1, rows: 2, inserted: 2, damaged: 0, pending: 0 })
+    // Two segments: the written one, emptied by the flush, and the one being written when it died.
+    expect(restarted.openJournal(fixture.journalDir)).toEqual({ segments: 2, rows: 2, inserted: 2, damaged: 0, pending: 0 })
     expect(fixture.rowIds().sort()).toEqual(rows.map((logRow) => logRow.id).sort())
     expect(readdirSync(fixture.journalDir)).toEqual([])
     // Rows replayed are complete rows, not only ids.
@@ -187,11 +232,11 @@ describe('the request-log queue with its journal', () => {
     expect(new Set(ids).size).toBe(5)
     expect(ids.sort()).toEqual([...committed, notCommitted].map((logRow) => logRow.id).sort())
     // A second replay of the same rows (another start racing this one) adds nothing either.
-    expect(fixture.repositories.requestLogs.insertMany([...committed, notCommitted])).toBe(0)
+    expect(fixture.repositories.requestLogs.insertManyIfAbsent([...committed, notCommitted])).toBe(0)
     restarted.stop()
   })
 
-  test('a torn last record (the process died inside the write) and a damaged line are skipped, not fatal', () => {
+  test('a torn last record (the process died inside the write) and a damaged record are skipped, not fatal', () => {
     using fixture = createFixture()
     const crashed = fixture.queue()
     crashed.openJournal(fixture.journalDir, { pid: deadPid })
@@ -199,10 +244,12 @@ describe('the request-log queue with its journal', () => {
     for (const logRow of whole) crashed.push(entry(logRow))
     const [name] = readdirSync(fixture.journalDir)
     const path = join(fixture.journalDir, name!)
-    // A damaged line in the middle, then half of a fourth record with no line end.
-    const lines = readFileSync(path, 'utf8').split('\n')
-    lines.splice(1, 0, '\u0000\u0000\u0000garbage')
-    writeFileSync(path, lines.join('\n') + encodeRecord(row()).slice(0, 60))
+    // A damaged record in the middle (its length right, its contents not), then the first 60 bytes
+    // of a fourth record: a copy the process did not finish.
+    const records = whole.map((logRow) => encodeRecord(logRow))
+    const damaged = Buffer.from(records[1]!)
+    damaged[4] = 99
+    writeFileSync(path, Buffer.concat([records[0]!, damaged, records[1]!, records[2]!, encodeRecord(row()).subarray(0, 60)]))
 
     const warnings: Record<string, unknown>[] = []
     const logger: Logger = { ...silentLogger, warn: (event, fields) => void warnings.push({ event, ...fields }) }
@@ -345,9 +392,15 @@ describe('a served request is journaled before it is done', () => {
 
     // Nothing was written to SQLite yet (the harness flushes on demand): the journal alone held both.
     expect(server.runtime.repositories.requestLogs.count()).toBe(0)
+    const inJournal = journaled()
     server.runtime.logQueue.flush()
     expect(server.runtime.repositories.requestLogs.count()).toBe(2)
     expect(journaled()).toEqual([])
+    // The batch builds its rows from the requests; the journal holds the same rows, field for field
+    // (what a replay after a crash would write).
+    const stored = server.runtime.storage.db.select().from(requestLogs).all()
+    expect(stored.map((row) => row.id).sort()).toEqual(inJournal.map((row) => row.id).sort())
+    for (const row of inJournal) expect(stored.find((candidate) => candidate.id === row.id)).toMatchObject(row)
   })
 })
 

@@ -21,11 +21,13 @@ export function createRequestLogRepository(db: Db) {
   const columnCount = 22
   const rowsPerStatement = 32
   const placeholders = `(${new Array(columnCount).fill('?').join(', ')})`
-  // A row already there (same request id: replayed from the request journal after a crash that came
-  // between the commit and the journal's deletion) is skipped, not an error and not a second row.
-  const skipCommitted = 'on conflict (workspace_id, created_at, id) do nothing'
-  const insertOne = db.$client.prepare(`insert into request_logs (${columns}) values ${placeholders} ${skipCommitted}`)
-  const insertGroup = db.$client.prepare(`insert into request_logs (${columns}) values ${new Array(rowsPerStatement).fill(placeholders).join(', ')} ${skipCommitted}`)
+  const insertOne = db.$client.prepare(`insert into request_logs (${columns}) values ${placeholders}`)
+  const insertGroup = db.$client.prepare(`insert into request_logs (${columns}) values ${new Array(rowsPerStatement).fill(placeholders).join(', ')}`)
+  // A replayed row (from the request journal after a crash that came between the commit and the
+  // journal's release) may be there already: found through the workspace/time index, then its id.
+  const insertIfAbsent = db.$client.prepare(
+    `insert into request_logs (${columns}) select ${placeholders.slice(1, -1)} where not exists (select 1 from request_logs where workspace_id = ? and created_at = ? and id = ?)`,
+  )
   const groupParameters: (string | number | null)[] = new Array(rowsPerStatement * columnCount)
   const setParameters = (target: (string | number | null)[], offset: number, row: RequestLogRow) => {
     target[offset] = row.id
@@ -65,6 +67,18 @@ export function createRequestLogRepository(db: Db) {
     }
     return inserted
   })
+  const ifAbsentParameters: (string | number | null)[] = new Array(columnCount + 3)
+  const insertIfAbsentBatch = db.$client.transaction((rows: RequestLogRow[]): number => {
+    let inserted = 0
+    for (const row of rows) {
+      setParameters(ifAbsentParameters, 0, row)
+      ifAbsentParameters[columnCount] = row.workspaceId
+      ifAbsentParameters[columnCount + 1] = row.createdAt
+      ifAbsentParameters[columnCount + 2] = row.id
+      inserted += insertIfAbsent.run(...ifAbsentParameters).changes
+    }
+    return inserted
+  })
 
   const where = (filter: UsageFilter): SQL =>
     and(
@@ -74,10 +88,15 @@ export function createRequestLogRepository(db: Db) {
     )!
 
   return {
-    /** Writes a batch in one transaction; returns the rows inserted (rows already there are skipped). */
+    /** Writes a batch of new rows in one transaction; returns the rows inserted. */
     insertMany(rows: RequestLogRow[]): number {
       if (rows.length === 0) return 0
       return insertBatch(rows)
+    },
+    /** Writes replayed rows in one transaction, skipping any already there (same request); returns the rows inserted. */
+    insertManyIfAbsent(rows: RequestLogRow[]): number {
+      if (rows.length === 0) return 0
+      return insertIfAbsentBatch(rows)
     },
     count(workspaceId?: string): number {
       const query = db.select({ value: count() }).from(requestLogs)
