@@ -13,10 +13,27 @@
  * must know which bytes belong to a whole, checked line to let them through untouched, which an
  * event parser does not say. The SSE line rules are kept (LF, CR and CRLF, a line split across any
  * chunk boundary); test/integration/upstream-faults.test.ts feeds a stream split at every byte.
+ *
+ * It works on the bytes as they came: a record is checked by dialects/json-scan.ts without being
+ * decoded or built, and only a record that names `usage` or `error` is parsed, for what the log
+ * needs (chat streams carry usage in their last chunk).
  */
+import { JsonScan, scanJsonObject } from '../json-scan'
 
 const decoder = new TextDecoder()
 const empty = new Uint8Array(0)
+const ascii = (text: string) => new TextEncoder().encode(text)
+const dataField = ascii('data:')
+const otherFields = [ascii('event:'), ascii('id:'), ascii('retry:')]
+const doneValue = ascii('[DONE]')
+const usageKey = Buffer.from('"usage"')
+const errorKey = Buffer.from('"error"')
+
+function startsWith(bytes: Uint8Array, at: number, end: number, prefix: Uint8Array): boolean {
+  if (end - at < prefix.length) return false
+  for (let index = 0; index < prefix.length; index++) if (bytes[at + index] !== prefix[index]) return false
+  return true
+}
 
 /** A line longer than this is not an event stream, and holding it back would hold it in memory. */
 const maximumLineBytes = 16 * 1024 * 1024
@@ -57,6 +74,8 @@ export class SseRecordCheck {
   problem: string | undefined = undefined
   /** The bytes of a line not yet ended, held back until it is whole. */
   private carry: Uint8Array | undefined = undefined
+  private usageAt = -1
+  private errorAt = -1
 
   /**
    * The bytes that may go to the client now: the whole lines of `chunk` (after any held-back start
@@ -76,7 +95,7 @@ export class SseRecordCheck {
     let complete = lineEnd === chunk.byteLength ? chunk : chunk.subarray(0, lineEnd)
     if (this.carry) complete = concat(this.carry, complete)
     this.carry = lineEnd === chunk.byteLength ? undefined : chunk.subarray(lineEnd)
-    return this.checkLines(decoder.decode(complete)) ? complete : undefined
+    return this.checkLines(complete) ? complete : undefined
   }
 
   /** At the end of the body: a last line without its line end, checked (empty when there is none). */
@@ -84,17 +103,22 @@ export class SseRecordCheck {
     const last = this.carry
     if (!last) return empty
     this.carry = undefined
-    return this.checkLines(decoder.decode(last)) ? last : undefined
+    return this.checkLines(last) ? last : undefined
   }
 
-  private checkLines(text: string): boolean {
-    const length = text.length
+  private checkLines(chunk: Uint8Array): boolean {
+    // One Buffer view per chunk, for its native multi-byte search.
+    const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+    const length = bytes.byteLength
+    // Where the next `"usage"` and `"error"` are, searched once per chunk and again only when passed.
+    this.usageAt = bytes.indexOf(usageKey)
+    this.errorAt = bytes.indexOf(errorKey)
     let start = 0
-    let lineFeedAt = text.indexOf('\n')
-    let carriageReturnAt = text.indexOf('\r')
+    let lineFeedAt = bytes.indexOf(lineFeed)
+    let carriageReturnAt = bytes.indexOf(carriageReturn)
     while (start < length) {
-      if (lineFeedAt !== -1 && lineFeedAt < start) lineFeedAt = text.indexOf('\n', start)
-      if (carriageReturnAt !== -1 && carriageReturnAt < start) carriageReturnAt = text.indexOf('\r', start)
+      if (lineFeedAt !== -1 && lineFeedAt < start) lineFeedAt = bytes.indexOf(lineFeed, start)
+      if (carriageReturnAt !== -1 && carriageReturnAt < start) carriageReturnAt = bytes.indexOf(carriageReturn, start)
       const end =
         lineFeedAt === -1
           ? carriageReturnAt === -1
@@ -103,43 +127,48 @@ export class SseRecordCheck {
           : carriageReturnAt === -1 || lineFeedAt < carriageReturnAt
             ? lineFeedAt
             : carriageReturnAt
-      if (end > start && !this.checkLine(text, start, end)) return false
+      if (end > start && !this.checkLine(bytes, start, end)) return false
       start = end + 1
     }
     return true
   }
 
-  private checkLine(text: string, start: number, end: number): boolean {
-    const first = text.charCodeAt(start)
+  private checkLine(bytes: Buffer, start: number, end: number): boolean {
     // A comment: the keep-alives several gateways send while a model thinks.
-    if (first === colon) return true
-    if (first === lowerD && text.startsWith('data:', start)) {
-      return this.checkData(text.slice(text.charCodeAt(start + 5) === space ? start + 6 : start + 5, end))
+    if (bytes[start] === colon) return true
+    if (startsWith(bytes, start, end, dataField)) {
+      const valueStart = start + 5 + (bytes[start + 5] === space ? 1 : 0)
+      return this.checkData(bytes, Math.min(valueStart, end), end)
     }
-    if (text.startsWith('event:', start) || text.startsWith('id:', start) || text.startsWith('retry:', start)) return true
+    for (const field of otherFields) if (startsWith(bytes, start, end, field)) return true
     this.problem = 'a line that is not part of an event stream'
     return false
   }
 
-  private checkData(value: string): boolean {
-    if (value === '[DONE]') {
+  private checkData(bytes: Buffer, start: number, end: number): boolean {
+    if (end - start === doneValue.length && startsWith(bytes, start, end, doneValue)) {
       this.sawDone = true
       return true
     }
     // An empty data line carries nothing (no JSON to check).
-    if (value === '') return true
-    let record: unknown
+    if (start === end) return true
+    const scan = scanJsonObject(bytes, start, end)
+    if (scan !== JsonScan.Object) {
+      this.problem = scan === JsonScan.NotObject ? 'a data record that is not a JSON object' : 'a data record that is not JSON'
+      return false
+    }
+    // Only a record that names usage or an error is read, for the log.
+    if (this.usageAt !== -1 && this.usageAt < start) this.usageAt = bytes.indexOf(usageKey, start)
+    if (this.errorAt !== -1 && this.errorAt < start) this.errorAt = bytes.indexOf(errorKey, start)
+    if ((this.usageAt === -1 || this.usageAt >= end) && (this.errorAt === -1 || this.errorAt >= end)) return true
+    let value: unknown
     try {
-      record = JSON.parse(value)
+      value = JSON.parse(decoder.decode(bytes.subarray(start, end)))
     } catch {
       this.problem = 'a data record that is not JSON'
       return false
     }
-    if (typeof record !== 'object' || record === null || Array.isArray(record)) {
-      this.problem = 'a data record that is not a JSON object'
-      return false
-    }
-    const { usage, error } = record as { usage?: unknown; error?: { code?: unknown } | null }
+    const { usage, error } = value as { usage?: unknown; error?: { code?: unknown } | null }
     if (usage !== undefined && usage !== null) this.usage = usage
     if (typeof error === 'object' && error !== null && error.code === 'stream_aborted') this.abortReported = true
     return true
