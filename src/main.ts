@@ -117,8 +117,9 @@ async function main() {
       maxRequestBodySize: Number.MAX_SAFE_INTEGER,
       // Seconds a client connection may stay silent. It must outlast the 95 s request deadline (a
       // buffered request sends nothing until the answer) and is enforced on streams through
-      // RT_STREAM_IDLE_MS first, so a stalled upstream ends with the dialect's failure record.
-      idleTimeout: 120,
+      // RT_STREAM_IDLE_MS first, so a stalled upstream ends with the dialect's failure record; and a
+      // stalled batch upload (two minutes, RT_BATCH_UPLOAD_IDLE_MS) gets its 408 before Bun closes.
+      idleTimeout: 130,
       development: false,
       fetch: createFetchHandler(app, runtime),
       error: createErrorHandler(runtime),
@@ -146,7 +147,7 @@ async function main() {
     logger.info('shutting_down', { signal })
     // Stop accepting; requests in flight get up to 30 s to finish (CONTRACT §2).
     await Promise.race([server.stop(false), Bun.sleep(30_000)])
-    stopScheduler()
+    await stopScheduler()
     runtime.logQueue.stop()
     await checkpoints.stop()
     runtime.storage.close()

@@ -200,8 +200,14 @@ export const commands: readonly CommandSpec[] = [
   {
     words: ['jobs', 'run'],
     argument: { placeholder: 'NAME', choices: jobNames },
-    summary: 'Runs a scheduled job once, now, and prints its result (catalog-crawl daily, budget-learn every 4 hours; all runs each).',
+    summary: 'Runs a scheduled job once, now, under its lease, and prints its result (catalog-crawl daily, budget-learn every 4 hours; all runs each).',
     options: {},
-    run: async (runtime, input) => (await import('../scheduler/jobs')).runJob(runtime, required(input.argument, 'jobs run needs a job name')),
+    run: async (runtime, input) => {
+      const name = required(input.argument, 'jobs run needs a job name')
+      const [{ createHolderId, runJobNow }, { createLogger }] = await Promise.all([import('../scheduler/lease'), import('../observability/logger')])
+      // Progress goes to stderr as JSON log lines: stdout carries the one result object (CONTRACT §5).
+      const logger = createLogger(runtime.config.logLevel, (line) => process.stderr.write(line))
+      return runJobNow(runtime, name, { holder: createHolderId(runtime.random), logger })
+    },
   },
 ]

@@ -12,6 +12,7 @@ import { failWith, internalError } from './finish'
 import type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
 import { handleCountTokens, handleGenerateContent, handleMessages, handleStreamGenerateContent } from './dialect-endpoints'
 import { handleResponses, handleRetrieveResponse } from './responses'
+import { handleBatches } from '../batch/handlers'
 
 export { internalError } from './finish'
 export type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
@@ -31,6 +32,7 @@ const handlers: Partial<Record<InferenceEndpoint, EndpointHandler>> = {
   stream_generate_content: handleStreamGenerateContent,
   responses: handleResponses,
   responses_get: handleRetrieveResponse,
+  batches: handleBatches,
 }
 
 export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {

@@ -50,7 +50,7 @@ function resolveChain(context: RequestContext, deps: InferenceDeps, id: unknown,
   return { claims, provider }
 }
 
-function appendSteering(body: Json, steering: string | null | undefined): Json {
+export function appendSteering(body: Json, steering: string | null | undefined): Json {
   if (!steering) return body
   const instructions = typeof body.instructions === 'string' && body.instructions ? `${body.instructions}\n\n${steering}` : steering
   return { ...body, instructions }

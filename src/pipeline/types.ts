@@ -4,6 +4,7 @@ import type { Envelope } from '../errors/render'
 import type { Logger } from '../observability/logger'
 import type { Metrics } from '../observability/metrics'
 import type { SnapshotStore } from '../storage/snapshot'
+import type { Repositories } from '../storage/repositories'
 import type { RequestContext } from './context'
 import type { RequestLogQueue } from './log-request'
 
@@ -17,6 +18,8 @@ export interface InferenceDeps {
   random: () => number
   /** Signs ids the service issues (resp_rt_…, batch_rt_…). */
   sign: (text: string) => string
+  /** Batch rows and what a batch's notifications need (the Batch API only; the hot path reads none). */
+  repositories: Repositories
 }
 
 export type InferenceEndpoint =

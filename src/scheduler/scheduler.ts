@@ -1,49 +1,54 @@
-/** Runs the scheduled jobs in the service process: catalog crawl daily, budgets every 4 hours. */
+/**
+ * Starts the scheduled jobs (schedules.ts: catalog crawl daily, budgets every 4 hours, batch refresh
+ * and webhook deliveries every 5 minutes) on a worker thread, off the request path. Each run is
+ * taken under its lease row, so several processes on one database (roles side by side, a CLI
+ * `jobs run`) run each job once. CONTRACT §10 keeps jobs on the primary; with no replica mode yet,
+ * every server process starts it, whatever its role.
+ */
 import type { Runtime } from '../runtime'
-import { jobs, type JobName } from './jobs'
+import { createHolderId } from './lease'
+import type { SchedulerCommand, SchedulerReply } from './worker'
 
-interface Schedule {
-  job: Exclude<JobName, 'all'>
-  everyMs: number
-  firstAfterMs: number
+export interface SchedulerOptions {
+  /** How often the worker looks for due jobs; default 1 s (a look is one read of a few rows). */
+  tickMs?: number
+  /** On stop, how long a run in progress may take to finish before its lease is freed unfinished. */
+  stopGraceMs?: number
 }
 
-const schedules: Schedule[] = [
-  // The first crawl runs soon after start so a new deployment learns its catalogs the same day.
-  { job: 'catalog-crawl', everyMs: 24 * 3_600_000, firstAfterMs: 60_000 },
-  { job: 'budget-learn', everyMs: 4 * 3_600_000, firstAfterMs: 5 * 60_000 },
-  { job: 'batch-refresh', everyMs: 5 * 60_000, firstAfterMs: 5 * 60_000 },
-  { job: 'webhooks', everyMs: 5 * 60_000, firstAfterMs: 5 * 60_000 },
-]
-
-export function startScheduler(runtime: Runtime): () => void {
-  const timers: ReturnType<typeof setTimeout>[] = []
-  for (const schedule of schedules) {
-    const job = jobs[schedule.job]
-    if (!job) continue
-    let running = false
-    const run = async () => {
-      if (running) return
-      running = true
-      try {
-        const result = await job(runtime)
-        runtime.logger.info('job_finished', { job: schedule.job, result })
-      } catch (error) {
-        runtime.logger.error('job_failed', { job: schedule.job, error: error instanceof Error ? error.message : String(error) })
-      } finally {
-        running = false
-      }
-    }
-    const first = setTimeout(() => {
-      void run()
-      const every = setInterval(() => void run(), schedule.everyMs)
-      every.unref?.()
-      timers.push(every)
-    }, schedule.firstAfterMs)
-    first.unref?.()
-    timers.push(first)
+/** Returns the stop function: it resolves once the worker has freed its leases and is ended. */
+export function startScheduler(runtime: Runtime, options: SchedulerOptions = {}): () => Promise<void> {
+  const holder = createHolderId(runtime.random)
+  const graceMs = options.stopGraceMs ?? 5000
+  // ref false: the server's listener keeps the process alive; the scheduler alone must not.
+  const worker = new Worker(new URL('./worker.ts', import.meta.url).href, { ref: false })
+  let onStopped: (() => void) | undefined
+  worker.onmessage = (event: MessageEvent<SchedulerReply>) => {
+    const reply = event.data
+    if (reply.type === 'failed') runtime.logger.error('scheduler_failed', { error: reply.error })
+    if (reply.type === 'stopped') onStopped?.()
   }
+  worker.onerror = (event) => runtime.logger.error('scheduler_failed', { error: event.message })
+  // The config crosses as a structured clone (plain data); the worker opens its own connection.
+  worker.postMessage({ type: 'start', config: runtime.config, holder, tickMs: options.tickMs ?? 1000 } satisfies SchedulerCommand)
+
+  let stopped: Promise<void> | undefined
   return () => {
-    for (const timer of timers) clearTimeout(timer)
+    stopped ??= (async () => {
+      let timeout: ReturnType<typeof setTimeout> | undefined
+      await Promise.race([
+        new Promise<void>((resolve) => {
+          onStopped = resolve
+          worker.postMessage({ type: 'stop', graceMs } satisfies SchedulerCommand)
+        }),
+        // A worker that cannot answer (stuck in a query, or it never started) is ended all the same.
+        new Promise<void>((resolve) => (timeout = setTimeout(resolve, graceMs + 2000))),
+      ])
+      clearTimeout(timeout)
+      worker.terminate()
+      // The worker freed its leases; this covers one that could not. Its runs ended with the thread.
+      runtime.repositories.jobLeases.abandon(holder)
+    })()
+    return stopped
   }
 }

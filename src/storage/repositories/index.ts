@@ -5,6 +5,8 @@ import { createProviderKeyRepository } from './provider-keys'
 import { createInferenceKeyRepository } from './inference-keys'
 import { createRequestLogRepository } from './request-logs'
 import { createGatewayCatalogRepository } from './gateway-catalogs'
+import { createBatchRepository } from './batches'
+import { createJobLeaseRepository } from './job-leases'
 
 export interface Repositories {
   workspaces: ReturnType<typeof createWorkspaceRepository>
@@ -12,6 +14,8 @@ export interface Repositories {
   inferenceKeys: ReturnType<typeof createInferenceKeyRepository>
   requestLogs: ReturnType<typeof createRequestLogRepository>
   gatewayCatalogs: ReturnType<typeof createGatewayCatalogRepository>
+  batches: ReturnType<typeof createBatchRepository>
+  jobLeases: ReturnType<typeof createJobLeaseRepository>
 }
 
 /** `onWrite` runs after every configuration write, so in-memory snapshots drop their copy. */
@@ -26,5 +30,8 @@ export function createRepositories(storage: Storage, onWrite: () => void = () =>
     inferenceKeys: createInferenceKeyRepository(storage.db, written),
     requestLogs: createRequestLogRepository(storage.db),
     gatewayCatalogs: createGatewayCatalogRepository(storage.db, written),
+    batches: createBatchRepository(storage.db),
+    // Not configuration: a lease changes nothing a request reads, so no config-version bump.
+    jobLeases: createJobLeaseRepository(storage.db),
   }
 }

@@ -46,6 +46,9 @@ export function createWorkspaceRepository(db: Db, onWrite: () => void) {
       onWrite()
       return inserted
     },
+    listMembers(workspaceId: string): MemberRow[] {
+      return db.select().from(members).where(eq(members.workspaceId, workspaceId)).all()
+    },
     countMembers(workspaceId: string): number {
       return db.select({ value: count() }).from(members).where(eq(members.workspaceId, workspaceId)).get()!.value
     },

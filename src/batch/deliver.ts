@@ -1,0 +1,109 @@
+/**
+ * The delivery run (`jobs run webhooks`, every 5 minutes): every pending outbox row is tried once.
+ * A delivery that fails is tried again on each of the next two runs with the same id (the
+ * X-Router-Delivery header), then dropped (SPEC "Batch webhook"). A failure never changes the batch.
+ *
+ * Webhooks: the target rule is checked again at every delivery and the request goes to the checked
+ * address (management/outbound-target.ts); redirects are not followed; 10 s limit; any 2xx
+ * acknowledges. The signature is hex HMAC-SHA256 keyed with the key's signing secret over
+ * `<unix seconds>.<raw body>`. E-mails go through RT_SMTP_URL with nodemailer.
+ */
+import { createHmac } from 'node:crypto'
+import { hostname } from 'node:os'
+import nodemailer from 'nodemailer'
+import { fetchOutboundTarget, resolveOutboundTarget } from '../management/outbound-target'
+import type { Runtime } from '../runtime'
+import type { JobProgress } from '../scheduler/jobs'
+import type { OutboxRow } from '../storage/repositories/batches'
+import type { EmailPayload } from './notify'
+
+/** One send and two retries. */
+export const deliveryAttempts = 3
+export const webhookTimeoutMs = 10_000
+
+export function signWebhook(secret: string, timestamp: number, body: string): string {
+  return `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`
+}
+
+class DeliveryFailed extends Error {}
+
+async function deliverWebhook(runtime: Runtime, row: OutboxRow): Promise<void> {
+  const key = runtime.repositories.inferenceKeys.getById(row.keyId)
+  if (!key?.webhookUrl || !key.webhookSecretCiphertext) throw new DeliveryFailed('the key has no webhook URL any more')
+  const secret = runtime.secretBox.decrypt(key.webhookSecretCiphertext)
+  let target
+  try {
+    target = await resolveOutboundTarget(key.webhookUrl, runtime.config.webhookAllowPrivate, 'Webhook')
+  } catch (error) {
+    throw new DeliveryFailed(error instanceof Error ? error.message : String(error))
+  }
+  const timestamp = Math.floor(Date.now() / 1000)
+  let response: Response
+  try {
+    response = await fetchOutboundTarget(
+      target,
+      {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'Router-Webhooks/1',
+          'x-router-event': row.event,
+          'x-router-delivery': row.id,
+          'x-router-signature': signWebhook(secret, timestamp, row.payload),
+        },
+        body: row.payload,
+        signal: AbortSignal.timeout(webhookTimeoutMs),
+      },
+      runtime.fetch,
+    )
+  } catch (error) {
+    const timedOut = error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')
+    throw new DeliveryFailed(timedOut ? `no answer within ${webhookTimeoutMs / 1000} s` : `could not connect: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  await response.body?.cancel().catch(() => {})
+  if (response.status < 200 || response.status > 299) {
+    throw new DeliveryFailed(response.status >= 300 && response.status < 400 ? `HTTP ${response.status} (redirects are not followed)` : `HTTP ${response.status}`)
+  }
+}
+
+function mailer(runtime: Runtime) {
+  const url = runtime.config.smtpUrl
+  if (!url) throw new DeliveryFailed('RT_SMTP_URL is not set')
+  return nodemailer.createTransport(url, { from: process.env.RT_SMTP_FROM || `Router <router@${hostname()}>` } as never)
+}
+
+async function deliverEmail(runtime: Runtime, row: OutboxRow, transport: ReturnType<typeof mailer>): Promise<void> {
+  const email = JSON.parse(row.payload) as EmailPayload
+  try {
+    await transport.sendMail({ to: email.to, subject: email.subject, text: email.text, headers: { 'X-Router-Delivery': row.id, 'X-Router-Event': row.event } })
+  } catch (error) {
+    throw new DeliveryFailed(`SMTP: ${error instanceof Error ? error.message : String(error)}`)
+  }
+}
+
+export async function deliverOutbox(runtime: Runtime, progress: JobProgress): Promise<Record<string, unknown>> {
+  const rows = runtime.repositories.batches.pendingOutbox()
+  const counts = { pending: rows.length, delivered: 0, failed: 0, dropped: 0 }
+  let transport: ReturnType<typeof mailer> | undefined
+  progress(0, rows.length)
+  let done = 0
+  for (const row of rows) {
+    const at = Date.now()
+    try {
+      if (row.kind === 'webhook') await deliverWebhook(runtime, row)
+      else await deliverEmail(runtime, row, (transport ??= mailer(runtime)))
+      runtime.repositories.batches.recordDelivery(row.id, { delivered: true, at })
+      counts.delivered++
+    } catch (error) {
+      const message = error instanceof DeliveryFailed ? error.message : `internal: ${error instanceof Error ? error.message : String(error)}`
+      runtime.repositories.batches.recordDelivery(row.id, { delivered: false, at, error: message, maxAttempts: deliveryAttempts })
+      counts.failed++
+      const dropped = row.attempts + 1 >= deliveryAttempts
+      if (dropped) counts.dropped++
+      runtime.logger.warn(dropped ? 'delivery_dropped' : 'delivery_failed', { delivery: row.id, kind: row.kind, batch_id: row.batchId, attempt: row.attempts + 1, error: message })
+    }
+    progress(++done, rows.length)
+  }
+  transport?.close()
+  return counts
+}

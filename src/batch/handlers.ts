@@ -1,0 +1,186 @@
+/**
+ * /v1/batches on `chat` and `chat_router` keys (SPEC "Batch API"): submit (submit.ts), read one,
+ * list, delete. A read goes to the gateway that holds the batch, updates the row (a terminal state
+ * writes its notifications in the same transaction, as the refresh job does) and answers from both.
+ */
+import { RouterError } from '../errors/router-error'
+import { upstreamHeaders } from '../gateways/upstream'
+import type { RequestContext } from '../pipeline/context'
+import { finishWith } from '../pipeline/finish'
+import { setRoutingHeaders } from '../pipeline/respond'
+import type { EndpointHandler, InferenceDeps } from '../pipeline/types'
+import { batchStatuses, isTerminalStatus, type BatchRow } from '../storage/repositories/batches'
+import type { ProviderEntry } from '../storage/snapshot'
+import { batchRetentionMs, readBatchId } from './batch-ids'
+import { notificationsFor } from './notify'
+import { normalizeResults, presentBatch, progressFromUpstream } from './present'
+import { submitBatch } from './submit'
+import { keyStillHolds } from './target'
+import { relayUpstreamError } from './upstream-errors'
+
+const readTimeoutMs = 30_000
+
+function json(context: RequestContext, deps: InferenceDeps, status: number, body: unknown): Response {
+  context.headers['content-type'] = 'application/json'
+  return finishWith(context, deps, new Response(JSON.stringify(body), { status, headers: context.responseHeaders() }))
+}
+
+/** The batch's row and provider key, after every check that needs no call. */
+function resolveBatch(context: RequestContext, deps: InferenceDeps, id: string): { row: BatchRow; provider: ProviderEntry } {
+  const claims = readBatchId(id, deps.sign)
+  if (!claims) throw new RouterError('invalid_batch_id', 'This is not a batch id the service issued (altered or truncated?).')
+  const key = context.key!
+  if (claims.keyId !== key.id) throw new RouterError('batch_not_found', 'No batch of this key has this id: batches are bound to the key that created them.')
+  const row = deps.repositories.batches.get(id)
+  if (!row || row.purgedAt !== null || !(batchStatuses as readonly string[]).includes(row.status)) throw new RouterError('batch_not_found')
+  if (Date.now() - row.createdAt * 1000 > batchRetentionMs) throw new RouterError('batch_expired')
+  const provider = context.snapshot!.providers.get(row.providerKeyId)
+  if (!provider || !keyStillHolds(key, row.providerKeyId)) throw new RouterError('batch_target_unavailable')
+  context.gateway = provider.gateway.id
+  context.providerKeyId = provider.id
+  context.model = row.model
+  context.upstreamModel = row.upstreamModel
+  return { row, provider }
+}
+
+type UpstreamRead = { kind: 'read'; row: BatchRow; results: unknown[] | null } | { kind: 'relay'; response: Response; status: number }
+
+/** GET …/batches/{upstream id}: the row brought up to date, or the gateway's refusal to relay. */
+async function readUpstream(context: RequestContext, deps: InferenceDeps, request: Request, row: BatchRow, provider: ProviderEntry): Promise<UpstreamRead> {
+  context.attempts++
+  const started = performance.now()
+  let upstream: Response
+  let text: string
+  try {
+    upstream = await deps.fetch(`${provider.baseUrl}/batches/${encodeURIComponent(row.upstreamId!)}`, {
+      headers: upstreamHeaders(provider, [], false),
+      signal: AbortSignal.any([request.signal, AbortSignal.timeout(readTimeoutMs)]),
+    })
+    text = await upstream.text()
+  } catch {
+    throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} that holds this batch could not be reached.`)
+  } finally {
+    context.upstreamWaitMs += performance.now() - started
+  }
+  setRoutingHeaders(context, provider.gateway.id, [], upstream.headers, provider.secret)
+  if (upstream.status === 404 && row.status === 'validating') {
+    // SPEC: right after submission the gateway may not see the batch yet: still validating.
+    return { kind: 'read', row, results: null }
+  }
+  if (!upstream.ok) return { kind: 'relay', response: relayUpstreamError(context, provider, upstream, text), status: upstream.status }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    parsed = undefined
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new RouterError('upstream_unreadable', `The gateway ${provider.gateway.id} answered with something that is not a batch object.`)
+  }
+  const upstreamBatch = parsed as Record<string, unknown>
+  const now = Date.now()
+  const progress = progressFromUpstream(upstreamBatch, now, row.requestTotal)
+  deps.repositories.batches.applyProgress(row.id, progress, (next) => notificationsFor(deps.repositories, next, now))
+  const updated = deps.repositories.batches.get(row.id)!
+  return { kind: 'read', row: updated, results: updated.status === 'completed' ? normalizeResults(upstreamBatch.results) : null }
+}
+
+async function getBatch(context: RequestContext, deps: InferenceDeps, request: Request, id: string): Promise<Response> {
+  const { row, provider } = resolveBatch(context, deps, id)
+  const read = await readUpstream(context, deps, request, row, provider)
+  if (read.kind === 'relay') return finishWith(context, deps, read.response, `upstream_${read.status}`)
+  return json(context, deps, 200, presentBatch(read.row, { results: read.results }))
+}
+
+async function deleteBatch(context: RequestContext, deps: InferenceDeps, request: Request, id: string): Promise<Response> {
+  const { row, provider } = resolveBatch(context, deps, id)
+  // The state as the gateway has it now (the row may be up to five minutes old).
+  const read = await readUpstream(context, deps, request, row, provider)
+  if (read.kind === 'relay') return finishWith(context, deps, read.response, `upstream_${read.status}`)
+  if (!isTerminalStatus(read.row.status)) {
+    throw new RouterError('batch_not_terminal', `This batch is ${read.row.status}: only a completed, failed, expired or cancelled batch can be deleted (there is no cancel operation).`)
+  }
+  context.attempts++
+  let upstream: Response
+  try {
+    upstream = await deps.fetch(`${provider.baseUrl}/batches/${encodeURIComponent(row.upstreamId!)}`, {
+      method: 'DELETE',
+      headers: upstreamHeaders(provider, [], false),
+      signal: AbortSignal.any([request.signal, AbortSignal.timeout(readTimeoutMs)]),
+    })
+  } catch {
+    throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} that holds this batch could not be reached; nothing was deleted.`)
+  }
+  const text = await upstream.text().catch(() => '')
+  // A batch the gateway no longer has is gone there already.
+  if (!upstream.ok && upstream.status !== 404) return finishWith(context, deps, relayUpstreamError(context, provider, upstream, text), `upstream_${upstream.status}`)
+  deps.repositories.batches.markPurged(row.id, Date.now())
+  return json(context, deps, 200, { id: row.id, object: 'batch', deleted: true })
+}
+
+/** `created_after`/`created_before`: unix seconds or an ISO 8601 time. */
+function timeParameter(name: string, value: string): number {
+  if (/^\d{1,12}$/.test(value)) return Number(value)
+  const parsed = /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : Number.NaN
+  if (Number.isNaN(parsed)) throw new RouterError('invalid_request', `${name} must be unix seconds or an ISO 8601 time, not '${value.slice(0, 100)}'.`)
+  return Math.floor(parsed / 1000)
+}
+
+function listBatches(context: RequestContext, deps: InferenceDeps, request: Request): Response {
+  const query = new URL(request.url).searchParams
+  let limit = 20
+  const rawLimit = query.get('limit')
+  if (rawLimit !== null) {
+    limit = Number(rawLimit)
+    if (!/^\d+$/.test(rawLimit) || limit < 1 || limit > 100) throw new RouterError('invalid_request', `limit must be an integer from 1 to 100, not '${rawLimit.slice(0, 50)}'.`)
+  }
+  const statuses = query.getAll('status').flatMap((value) => value.split(',')).filter(Boolean)
+  for (const status of statuses) {
+    if (!(batchStatuses as readonly string[]).includes(status)) throw new RouterError('invalid_request', `status must be one of ${batchStatuses.join(', ')}, not '${status.slice(0, 50)}'.`)
+  }
+  const createdAfter = query.get('created_after')
+  const createdBefore = query.get('created_before')
+  let after: { createdAt: number; id: string } | undefined
+  const afterId = query.get('after')
+  if (afterId !== null) {
+    const claims = readBatchId(afterId, deps.sign)
+    if (!claims) throw new RouterError('invalid_batch_id', '`after` is not a batch id the service issued.')
+    const cursor = claims.keyId === context.key!.id ? deps.repositories.batches.get(afterId) : undefined
+    if (!cursor) throw new RouterError('batch_not_found', '`after` names no batch of this key.')
+    after = { createdAt: cursor.createdAt, id: cursor.id }
+  }
+  const rows = deps.repositories.batches.list({
+    keyId: context.key!.id,
+    limit: limit + 1,
+    after,
+    statuses,
+    createdAfter: createdAfter === null ? undefined : timeParameter('created_after', createdAfter),
+    createdBefore: createdBefore === null ? undefined : timeParameter('created_before', createdBefore),
+  })
+  const page = rows.slice(0, limit)
+  const data = page.map((row) => presentBatch(row, { results: null }))
+  // List items never carry results, whatever their state.
+  for (const item of data) item.results = null
+  return json(context, deps, 200, { object: 'list', data, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null, has_more: rows.length > limit })
+}
+
+export const handleBatches: EndpointHandler = async (context, request, _route, deps) => {
+  const pathname = new URL(request.url).pathname.replace(/\/+$/, '')
+  const rest = pathname.slice('/v1/batches'.length)
+  if (request.method === 'POST') {
+    if (rest !== '') throw new RouterError('not_found', `The path ${pathname} is not served (there is no cancel operation).`)
+    return submitBatch(context, request, deps)
+  }
+  if (rest === '') {
+    if (request.method !== 'GET') throw new RouterError('not_found')
+    return listBatches(context, deps, request)
+  }
+  let id: string
+  try {
+    id = decodeURIComponent(rest.slice(1))
+  } catch {
+    throw new RouterError('invalid_batch_id')
+  }
+  if (id.includes('/')) throw new RouterError('not_found', `The path ${pathname} is not served.`)
+  return request.method === 'DELETE' ? deleteBatch(context, deps, request, id) : getBatch(context, deps, request, id)
+}

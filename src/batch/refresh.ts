@@ -1,0 +1,101 @@
+/**
+ * The batch-refresh job (SPEC: unfinished batches are refreshed from upstream every 5 minutes):
+ * each running batch read from the gateway that holds it and its row brought up to date; a batch
+ * reaching a terminal state gets its notifications in the same transaction (repositories/batches
+ * applyProgress), so running the job twice, or beside a client's GET, never notifies twice.
+ *
+ * An upload the gateway took without confirming in time (`unconfirmed`) is looked for in the
+ * gateway's batch list: a batch of the same endpoint, model and request count created since, not
+ * held by another row, is adopted, so the client's "check the list" finds it. A submit whose upload
+ * never finished (the process died mid-upload) is dropped after an hour.
+ */
+import type { Runtime } from '../runtime'
+import type { JobProgress } from '../scheduler/jobs'
+import { upstreamHeaders } from '../gateways/upstream'
+import type { BatchRow } from '../storage/repositories/batches'
+import type { ProviderEntry } from '../storage/snapshot'
+import { notificationsFor } from './notify'
+import { progressFromUpstream } from './present'
+
+const readTimeoutMs = 30_000
+const unconfirmedLifetimeS = 24 * 3600
+const staleSubmitS = 3600
+
+type Json = Record<string, unknown>
+const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value)
+
+async function getJson(runtime: Runtime, provider: ProviderEntry, suffix: string): Promise<{ status: number; body: unknown }> {
+  const response = await runtime.fetch(`${provider.baseUrl}${suffix}`, { headers: upstreamHeaders(provider, [], false), signal: AbortSignal.timeout(readTimeoutMs) })
+  const text = await response.text()
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch {
+    body = undefined
+  }
+  return { status: response.status, body }
+}
+
+async function refreshOne(runtime: Runtime, row: BatchRow, provider: ProviderEntry): Promise<'unchanged' | 'updated' | 'finished' | 'not-visible'> {
+  const { status, body } = await getJson(runtime, provider, `/batches/${encodeURIComponent(row.upstreamId!)}`)
+  if (status === 404 && row.status === 'validating') return 'not-visible'
+  if (status < 200 || status > 299) throw new Error(`HTTP ${status}`)
+  if (!isObject(body)) throw new Error('the answer is not a batch object')
+  const now = Date.now()
+  const progress = progressFromUpstream(body, now, row.requestTotal)
+  const finished = runtime.repositories.batches.applyProgress(row.id, progress, (next) => notificationsFor(runtime.repositories, next, now))
+  if (finished) return 'finished'
+  return progress.status === row.status && progress.requestCompleted === row.requestCompleted && progress.requestFailed === row.requestFailed ? 'unchanged' : 'updated'
+}
+
+async function reconcile(runtime: Runtime, row: BatchRow, provider: ProviderEntry): Promise<'adopted' | 'waiting' | 'dropped'> {
+  const nowS = Math.floor(Date.now() / 1000)
+  const { status, body } = await getJson(runtime, provider, `/batches?limit=100`)
+  if (status >= 200 && status <= 299 && isObject(body) && Array.isArray(body.data)) {
+    const held = runtime.repositories.batches.upstreamIdsOf(row.providerKeyId)
+    const match = body.data.find((item): item is Json => {
+      if (!isObject(item) || typeof item.id !== 'string' || held.has(item.id)) return false
+      const counts = isObject(item.request_counts) ? item.request_counts : {}
+      const created = typeof item.created_at === 'number' ? item.created_at : 0
+      return item.endpoint === row.endpoint && item.model === row.upstreamModel && counts.total === row.requestTotal && created >= row.createdAt - 60
+    })
+    if (match) {
+      runtime.repositories.batches.confirm(row.id, match.id as string, progressFromUpstream(match, Date.now(), row.requestTotal))
+      runtime.logger.info('batch_adopted', { batch_id: row.id, upstream_id: match.id })
+      return 'adopted'
+    }
+  }
+  if (nowS - row.createdAt > unconfirmedLifetimeS) {
+    runtime.repositories.batches.discard(row.id)
+    return 'dropped'
+  }
+  return 'waiting'
+}
+
+export async function refreshBatches(runtime: Runtime, progress: JobProgress): Promise<Record<string, unknown>> {
+  const nowS = Math.floor(Date.now() / 1000)
+  const droppedSubmits = runtime.repositories.batches.dropStaleSubmits(nowS - staleSubmitS)
+  const rows = runtime.repositories.batches.listUnfinished().filter((row) => row.status !== 'submitting')
+  const providers = runtime.snapshots.current().providers
+  const counts = { checked: 0, updated: 0, finished: 0, unchanged: 0, not_visible: 0, adopted: 0, failed: 0 }
+  progress(0, rows.length)
+  let done = 0
+  for (const row of rows) {
+    const provider = providers.get(row.providerKeyId)
+    try {
+      if (!provider) throw new Error('its provider key is gone')
+      if (row.status === 'unconfirmed') {
+        if ((await reconcile(runtime, row, provider)) === 'adopted') counts.adopted++
+      } else {
+        counts.checked++
+        const outcome = await refreshOne(runtime, row, provider)
+        counts[outcome === 'not-visible' ? 'not_visible' : outcome]++
+      }
+    } catch (error) {
+      counts.failed++
+      runtime.logger.warn('batch_refresh_failed', { batch_id: row.id, gateway: provider?.gateway.id, error: error instanceof Error ? error.message : String(error) })
+    }
+    progress(++done, rows.length)
+  }
+  return { batches: rows.length, ...counts, dropped_submits: droppedSubmits }
+}

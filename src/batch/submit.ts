@@ -1,0 +1,290 @@
+/**
+ * POST /v1/batches (SPEC "Batch API"): the submit is read as it streams in (body-reader.ts) and
+ * streamed on to the one provider key that takes it, item by item, with the client's pace as the
+ * upload's pace (the upstream body pulls the next client chunk only when it wants more bytes).
+ *
+ * Order of refusals: the head is checked before anything else happens (field order, endpoint,
+ * model), then the target (batch_not_supported, batch_model_not_available, batch_check_unavailable),
+ * then a row is reserved for the id (batch_ids_unavailable), and the upload starts only once the
+ * first item is whole (so an empty `requests` sends nothing). A fault found later in the body (a
+ * malformed item, one over 16 MB, bytes after `requests`, a stall of two minutes) aborts the upload
+ * before it completes, so the gateway never creates the batch, and the reserved row is dropped.
+ */
+import { RouterError } from '../errors/router-error'
+import { upstreamHeaders } from '../gateways/upstream'
+import type { RequestContext } from '../pipeline/context'
+import { applySteering } from '../pipeline/prepare-chat'
+import { finishWith, logRequest } from '../pipeline/finish'
+import { appendSteering } from '../pipeline/responses'
+import { setRoutingHeaders } from '../pipeline/respond'
+import type { InferenceDeps } from '../pipeline/types'
+import { issueBatchId } from './batch-ids'
+import { BatchBodyReader, type BatchHead, type BatchItem } from './body-reader'
+import { presentBatch, progressFromUpstream } from './present'
+import { chooseBatchTarget, liveModelLister, plainModelId, type BatchTarget } from './target'
+import { relayUpstreamError } from './upstream-errors'
+
+export const batchEndpoints = ['/v1/chat/completions', '/v1/responses', '/v1/messages', '/v1/embeddings'] as const
+export type BatchEndpoint = (typeof batchEndpoints)[number]
+
+/** SPEC "Limits": keep a submit under 100 MB (larger jobs are split). */
+export const batchSubmitLimit = 100 * 1024 * 1024
+
+const encoder = new TextEncoder()
+
+interface CheckedHead {
+  endpoint: BatchEndpoint
+  model: string
+  provider: { only: string[] } | undefined
+}
+
+function checkHead(head: BatchHead): CheckedHead {
+  if (typeof head.endpoint !== 'string' || !(batchEndpoints as readonly string[]).includes(head.endpoint)) {
+    throw new RouterError('invalid_endpoint', `endpoint must be one of ${batchEndpoints.join(', ')}${typeof head.endpoint === 'string' ? `, not '${head.endpoint.slice(0, 100)}'` : ''}.`)
+  }
+  if (typeof head.model !== 'string' || head.model.trim() === '' || head.model.length > 200) {
+    throw new RouterError('invalid_batch_body', 'The batch body is invalid: `model` must be a model id (its plain or :batch spelling).')
+  }
+  if (head.completion_window !== undefined && head.completion_window !== '24h') {
+    throw new RouterError('invalid_request', 'completion_window can only be "24h".')
+  }
+  let provider: CheckedHead['provider']
+  if (head.provider !== undefined) {
+    const only = (head.provider as { only?: unknown } | null)?.only
+    const valid =
+      typeof head.provider === 'object' && head.provider !== null && !Array.isArray(head.provider) && Object.keys(head.provider).every((name) => name === 'only') &&
+      Array.isArray(only) && only.length > 0 && only.every((slug) => typeof slug === 'string' && slug.length > 0 && slug.length <= 100)
+    if (!valid) throw new RouterError('invalid_request', 'provider must be {"only": ["<provider-slug>", …]} with at least one slug.')
+    provider = { only: only as string[] }
+  }
+  return { endpoint: head.endpoint as BatchEndpoint, model: head.model, provider }
+}
+
+/** Puts the steering message where SPEC says for each endpoint: none on embeddings. */
+function steer(endpoint: BatchEndpoint, body: Record<string, unknown>, steering: string): Record<string, unknown> {
+  switch (endpoint) {
+    case '/v1/chat/completions':
+      return Array.isArray(body.messages) ? applySteering(body, steering) : body
+    case '/v1/responses':
+      return appendSteering(body, steering)
+    case '/v1/messages': {
+      const system = body.system
+      if (typeof system === 'string' && system) return { ...body, system: `${steering}\n\n${system}` }
+      if (Array.isArray(system)) return { ...body, system: [{ type: 'text', text: steering }, ...system] }
+      return { ...body, system: steering }
+    }
+    case '/v1/embeddings':
+      return body
+  }
+}
+
+/**
+ * An item as sent upstream: its bytes as they came when nothing changes, else re-serialized with
+ * the steering message and, where it names the batch's model, the gateway's spelling of it.
+ */
+function outboundItem(item: BatchItem, endpoint: BatchEndpoint, clientModel: string, upstreamModel: string, steering: string | undefined): Uint8Array {
+  const body = item.value.body as Record<string, unknown>
+  const named = typeof body.model === 'string' ? body.model : undefined
+  const rename = named !== undefined && named !== upstreamModel && plainModelId(named).toLowerCase() === plainModelId(clientModel).toLowerCase()
+  const steered = steering && endpoint !== '/v1/embeddings'
+  if (!rename && !steered) return item.raw
+  let next = rename ? { ...body, model: upstreamModel } : body
+  if (steered) next = steer(endpoint, next, steering)
+  return encoder.encode(JSON.stringify({ ...item.value, body: next }))
+}
+
+/** Reads the next client chunk, or fails with 408 after the upload idle limit. */
+async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, idleMs: number): Promise<{ done: true; value?: undefined } | { done: false; value: Uint8Array }> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const stalled = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new RouterError('batch_upload_timeout', `The batch upload sent nothing for ${Math.round(idleMs / 1000)} s and was dropped. Nothing was submitted.`)), idleMs)
+  })
+  try {
+    return (await Promise.race([reader.read(), stalled])) as { done: true } | { done: false; value: Uint8Array }
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+export async function submitBatch(context: RequestContext, request: Request, deps: InferenceDeps): Promise<Response> {
+  const key = context.key!
+  const snapshot = context.snapshot!
+  const body = request.body
+  if (!body) throw new RouterError('invalid_json', 'The batch body is not valid JSON: the body is empty.')
+  const declared = request.headers.get('content-length')
+  if (declared !== null && Number(declared) > batchSubmitLimit) throw new RouterError('request_too_large', 'A batch submit is limited to 100 MB: split larger jobs.')
+  const reader = body.getReader()
+  const parser = new BatchBodyReader()
+  const idleMs = deps.config.batchUploadIdleMs
+  const pending: BatchItem[] = []
+  let clientDone = false
+
+  /** Reads one client chunk into the parser; false at the end of the body. */
+  const readChunk = async (): Promise<boolean> => {
+    const { done, value } = await readWithin(reader, idleMs)
+    if (done) {
+      clientDone = true
+      parser.finish()
+      return false
+    }
+    if (parser.bytesRead + value.byteLength > batchSubmitLimit) throw new RouterError('request_too_large', 'A batch submit is limited to 100 MB: split larger jobs.')
+    const events = parser.feed(value)
+    if (events.head) headSeen = events.head
+    pending.push(...events.items)
+    return true
+  }
+  let headSeen: BatchHead | undefined
+  let reservedId: string | undefined
+  const release = () => {
+    reader.cancel().catch(() => {})
+    if (reservedId) deps.repositories.batches.discard(reservedId)
+  }
+
+  let head: CheckedHead
+  let target: BatchTarget
+  let steering: string | undefined
+  try {
+    while (!headSeen) if (!(await readChunk())) break
+    head = checkHead(headSeen!)
+    context.model = head.model
+    target = await chooseBatchTarget({ key, snapshot, model: head.model, random: deps.random, now: Date.now(), listModels: liveModelLister(deps.fetch, request.signal) })
+    context.gateway = target.provider.gateway.id
+    context.providerKeyId = target.provider.id
+    context.upstreamModel = target.upstreamModel
+    steering = key.steeringMessage ?? context.workspace?.steeringMessage ?? undefined
+    // The first item before anything is reserved or sent: an empty or broken start sends nothing.
+    while (pending.length === 0 && !clientDone) await readChunk()
+    const createdAt = Math.floor(Date.now() / 1000)
+    const id = issueBatchId({ providerKeyId: target.provider.id, keyId: key.id, createdAt }, deps.sign)
+    try {
+      deps.repositories.batches.reserve({ id, workspaceId: key.workspaceId, keyId: key.id, providerKeyId: target.provider.id, endpoint: head.endpoint, model: head.model, upstreamModel: target.upstreamModel, createdAt })
+    } catch (error) {
+      deps.logger.error('batch_reserve_failed', { request_id: context.requestId, error: error instanceof Error ? error.message : String(error) })
+      throw new RouterError('batch_ids_unavailable')
+    }
+    reservedId = id
+  } catch (error) {
+    release()
+    throw error
+  }
+
+  // The upload: the head as the gateway gets it, then the items as they arrive, pulled.
+  const headBytes = encoder.encode(
+    `{"endpoint":${JSON.stringify(head.endpoint)},"model":${JSON.stringify(target.upstreamModel)},${head.provider ? `"provider":${JSON.stringify(head.provider)},` : ''}"completion_window":"24h","requests":[`,
+  )
+  let sent = 0
+  let failure: unknown
+  let uploaded = false
+  const abort = new AbortController()
+  const upload = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(headBytes)
+    },
+    async pull(controller) {
+      try {
+        while (pending.length === 0 && !clientDone) await readChunk()
+        for (const item of pending.splice(0)) {
+          if (sent > 0) controller.enqueue(encoder.encode(','))
+          controller.enqueue(outboundItem(item, head.endpoint, head.model, target.upstreamModel, steering))
+          sent++
+        }
+        if (clientDone) {
+          controller.enqueue(encoder.encode(']}'))
+          uploaded = true
+          controller.close()
+        }
+      } catch (error) {
+        failure = error
+        controller.error(error)
+        abort.abort(error)
+      }
+    },
+    cancel() {
+      reader.cancel().catch(() => {})
+    },
+  })
+
+  const batchId = reservedId
+  context.attempts = 1
+  const started = performance.now()
+  let upstream: Response
+  let confirmTimer: ReturnType<typeof setTimeout> | undefined
+  const confirmMs = key.upstreamTimeoutMs ?? 60_000
+  let confirmTimedOut = false
+  try {
+    const answer = deps.fetch(`${target.provider.baseUrl}/batches`, {
+      method: 'POST',
+      headers: upstreamHeaders(target.provider, [], true),
+      body: upload,
+      signal: AbortSignal.any([request.signal, abort.signal]),
+    })
+    // The confirmation is awaited for the upstream timeout once the whole body is sent.
+    const watchUpload = setInterval(() => {
+      if (!uploaded || confirmTimer) return
+      clearInterval(watchUpload)
+      confirmTimer = setTimeout(() => {
+        confirmTimedOut = true
+        abort.abort(new Error('confirmation timeout'))
+      }, confirmMs)
+    }, 20)
+    try {
+      upstream = await answer
+    } finally {
+      clearInterval(watchUpload)
+    }
+    // The gateway may answer (an error) before the body is all sent: the rest is not read.
+    if (!uploaded) reader.cancel().catch(() => {})
+    const text = await upstream.text()
+    clearTimeout(confirmTimer)
+    context.upstreamWaitMs += performance.now() - started
+    if (!upstream.ok) {
+      deps.repositories.batches.discard(batchId)
+      return finishWith(context, deps, relayUpstreamError(context, target.provider, upstream, text), `upstream_${upstream.status}`)
+    }
+    let confirmed: Record<string, unknown> | undefined
+    try {
+      const value = JSON.parse(text) as unknown
+      if (typeof value === 'object' && value !== null && typeof (value as { id?: unknown }).id === 'string') confirmed = value as Record<string, unknown>
+    } catch {
+      // handled below
+    }
+    if (!confirmed) {
+      // The gateway took the upload but its answer names no batch: kept for the refresh job to find.
+      deps.repositories.batches.markUnconfirmed(batchId, sent)
+      throw new RouterError('upstream_timeout', `The gateway ${target.provider.gateway.id} took the batch but its answer named no batch id. It may still exist: check the batch list before resubmitting.`)
+    }
+    setRoutingHeaders(context, target.provider.gateway.id, [], upstream.headers, target.provider.secret)
+    const progress = progressFromUpstream(confirmed, Date.now(), sent)
+    deps.repositories.batches.confirm(batchId, confirmed.id as string, progress)
+    const row = deps.repositories.batches.get(batchId)!
+    context.headers['content-type'] = 'application/json'
+    // SPEC: the submit answers 202 with the batch in `validating` (queued, not finished).
+    return finishWith(context, deps, new Response(JSON.stringify(presentBatch(row, { status: 'validating' })), { status: 202, headers: context.responseHeaders() }))
+  } catch (error) {
+    clearTimeout(confirmTimer)
+    reader.cancel().catch(() => {})
+    if (failure !== undefined) {
+      deps.repositories.batches.discard(batchId)
+      throw failure
+    }
+    if (confirmTimedOut) {
+      deps.repositories.batches.markUnconfirmed(batchId, sent)
+      throw new RouterError('upstream_timeout', `The gateway ${target.provider.gateway.id} received the batch but did not confirm it within ${Math.round(confirmMs / 1000)} s. It may still exist: check the batch list before resubmitting.`)
+    }
+    if (error instanceof RouterError) throw error
+    if (request.signal.aborted) {
+      // The client hung up mid-upload: the upload was aborted with it, nothing was submitted.
+      deps.repositories.batches.discard(batchId)
+      context.readyAt = performance.now()
+      logRequest(context, deps, 499, 'client_closed')
+      return new Response(null, { status: 499 })
+    }
+    // The connection to the gateway failed. If the whole body went out, the gateway may have it.
+    if (uploaded) {
+      deps.repositories.batches.markUnconfirmed(batchId, sent)
+      throw new RouterError('upstream_timeout', `The connection to ${target.provider.gateway.id} broke after the batch was sent. It may still exist: check the batch list before resubmitting.`)
+    }
+    deps.repositories.batches.discard(batchId)
+    throw new RouterError('all_targets_failed', `The gateway ${target.provider.gateway.id} could not be reached; nothing was submitted.`)
+  }
+}

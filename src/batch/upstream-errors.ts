@@ -1,0 +1,34 @@
+/**
+ * SPEC "Batch errors": other batch refusals of the gateway are relayed with their own status,
+ * message and numeric code (a duplicate custom_id 422, a mismatched body.model 400, no credit 402),
+ * in the chat envelope, less the provider secret the gateway may echo.
+ */
+import { scrubSecret } from '../gateways/scrub-secret'
+import type { RequestContext } from '../pipeline/context'
+import { setRoutingHeaders } from '../pipeline/respond'
+import type { ProviderEntry } from '../storage/snapshot'
+
+const errorTypeFor = (status: number) =>
+  status === 401 || status === 403 ? 'authentication_error' : status === 402 ? 'payment_required' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'api_error' : 'invalid_request_error'
+
+export function relayUpstreamError(context: RequestContext, provider: ProviderEntry, upstream: Response, text: string): Response {
+  setRoutingHeaders(context, provider.gateway.id, [], upstream.headers, provider.secret)
+  context.headers['content-type'] = 'application/json'
+  const scrubbed = scrubSecret(text, provider.secret)
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(scrubbed)
+  } catch {
+    parsed = undefined
+  }
+  const error = (parsed as { error?: unknown } | undefined)?.error
+  let body: Record<string, unknown>
+  if (typeof error === 'object' && error !== null && typeof (error as { message?: unknown }).message === 'string') {
+    const relayed = error as Record<string, unknown>
+    body = { error: { ...relayed, type: typeof relayed.type === 'string' ? relayed.type : errorTypeFor(upstream.status), code: relayed.code ?? upstream.status } }
+  } else {
+    const message = typeof error === 'string' ? error : scrubbed.trim().slice(0, 500) || `The gateway ${provider.gateway.id} answered ${upstream.status}.`
+    body = { error: { message, type: errorTypeFor(upstream.status), code: upstream.status } }
+  }
+  return new Response(JSON.stringify(body), { status: upstream.status, headers: context.responseHeaders() })
+}
