@@ -8,6 +8,7 @@
  * The scanner follows JSON's structure (strings with escapes, nesting) to find where each value
  * ends; JSON.parse then judges each head value and each item, so what is accepted is JSON.
  */
+import { Byte, isSpace } from '../dialects/json-scan'
 import { RouterError } from '../errors/router-error'
 
 export const batchItemLimit = 16 * 1024 * 1024
@@ -18,18 +19,6 @@ export const headFields = ['endpoint', 'model', 'provider', 'completion_window']
 export type HeadField = (typeof headFields)[number]
 export type BatchHead = Partial<Record<HeadField, unknown>>
 
-const enum Byte {
-  Quote = 0x22,
-  Backslash = 0x5c,
-  OpenBrace = 0x7b,
-  CloseBrace = 0x7d,
-  OpenBracket = 0x5b,
-  CloseBracket = 0x5d,
-  Comma = 0x2c,
-  Colon = 0x3a,
-}
-
-const isSpace = (byte: number) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 const enum State {

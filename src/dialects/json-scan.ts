@@ -18,7 +18,8 @@ export const enum JsonScan {
   NoListField,
 }
 
-const enum Byte {
+/** The bytes of JSON's structure (shared with the batch submit reader, batch/body-reader.ts). */
+export const enum Byte {
   Quote = 0x22,
   Backslash = 0x5c,
   OpenBrace = 0x7b,
@@ -30,7 +31,7 @@ const enum Byte {
   Minus = 0x2d,
 }
 
-const isSpace = (byte: number) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09
+export const isSpace = (byte: number) => byte === 0x20 || byte === 0x0a || byte === 0x0d || byte === 0x09
 const isDigit = (byte: number) => byte >= 0x30 && byte <= 0x39
 /** Bytes a JSON number is made of after its first: digits, sign, point and exponent. */
 const isNumberPart = (byte: number) => isDigit(byte) || byte === Byte.Minus || byte === 0x2b || byte === 0x2e || byte === 0x65 || byte === 0x45

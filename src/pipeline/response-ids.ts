@@ -9,7 +9,8 @@
  * translated response has no gateway id and cannot be chained or retrieved; its id carries a random
  * nonce instead, so that two translated responses never share an id.
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
+import { issueSignedId, readSignedId } from './signed-id'
 
 export const responseIdPrefix = 'resp_rt_'
 export const responseIdLifetimeMs = 30 * 86_400_000
@@ -27,8 +28,7 @@ export interface ResponseIdClaims {
 const currentVersion = 2
 
 function issue(claims: ResponseIdClaims, nonce: string, sign: (text: string) => string): string {
-  const payload = Buffer.from(JSON.stringify([currentVersion, claims.providerKeyId, claims.keyId, claims.createdAt, claims.upstreamId, nonce])).toString('base64url')
-  return `${responseIdPrefix}${payload}.${sign(payload)}`
+  return issueSignedId(responseIdPrefix, [currentVersion, claims.providerKeyId, claims.keyId, claims.createdAt, claims.upstreamId, nonce], sign)
 }
 
 /** The id of a gateway's response: deterministic in its claims (see the module comment). */
@@ -60,21 +60,11 @@ export function responseCreatedAt(upstreamCreatedAt: unknown, nowMs: number): nu
 
 /** The claims of a valid id, or undefined for anything this service did not issue unchanged. */
 export function readResponseId(id: unknown, sign: (text: string) => string): ResponseIdClaims | undefined {
-  if (typeof id !== 'string' || !id.startsWith(responseIdPrefix)) return undefined
-  const body = id.slice(responseIdPrefix.length)
-  const dot = body.lastIndexOf('.')
-  if (dot <= 0) return undefined
-  const payload = body.slice(0, dot)
-  const tag = Buffer.from(body.slice(dot + 1))
-  const expected = Buffer.from(sign(payload))
-  if (tag.length !== expected.length || !timingSafeEqual(tag, expected)) return undefined
-  try {
-    const [version, providerKeyId, keyId, createdAt, upstreamId, nonce] = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'))
-    if (version !== 1 && version !== currentVersion) return undefined
-    if (typeof providerKeyId !== 'string' || typeof keyId !== 'string' || typeof createdAt !== 'number' || typeof upstreamId !== 'string') return undefined
-    if (version === currentVersion && typeof nonce !== 'string') return undefined
-    return { providerKeyId, keyId, createdAt, upstreamId }
-  } catch {
-    return undefined
-  }
+  const claims = readSignedId(id, responseIdPrefix, sign)
+  if (!claims) return undefined
+  const [version, providerKeyId, keyId, createdAt, upstreamId, nonce] = claims
+  if (version !== 1 && version !== currentVersion) return undefined
+  if (typeof providerKeyId !== 'string' || typeof keyId !== 'string' || typeof createdAt !== 'number' || typeof upstreamId !== 'string') return undefined
+  if (version === currentVersion && typeof nonce !== 'string') return undefined
+  return { providerKeyId, keyId, createdAt, upstreamId }
 }
