@@ -12,8 +12,8 @@ import type { EndpointHandler, InferenceDeps } from '../pipeline/types'
 import { batchStatuses, isTerminalStatus, type BatchRow } from '../storage/repositories/batches'
 import type { ProviderEntry } from '../storage/snapshot'
 import { batchRetentionMs, readBatchId } from './batch-ids'
-import { notificationsFor } from './notify'
-import { normalizeResults, presentBatch, progressFromUpstream } from './present'
+import { readGatewayBatch, UnreadableBatch, type GatewayRead } from './gateway-read'
+import { normalizeResults, presentBatch } from './present'
 import { submitBatch } from './submit'
 import { keyStillHolds } from './target'
 import { relayUpstreamError } from './upstream-errors'
@@ -45,44 +45,23 @@ function resolveBatch(context: RequestContext, deps: InferenceDeps, id: string):
 
 type UpstreamRead = { kind: 'read'; row: BatchRow; results: unknown[] | null } | { kind: 'relay'; response: Response; status: number }
 
-/** GET …/batches/{upstream id}: the row brought up to date, or the gateway's refusal to relay. */
+/** The row brought up to date by the gateway's read, or the gateway's refusal to relay. */
 async function readUpstream(context: RequestContext, deps: InferenceDeps, request: Request, row: BatchRow, provider: ProviderEntry): Promise<UpstreamRead> {
   context.attempts++
   const started = performance.now()
-  let upstream: Response
-  let text: string
+  let read: GatewayRead
   try {
-    upstream = await deps.fetch(`${provider.baseUrl}/batches/${encodeURIComponent(row.upstreamId!)}`, {
-      headers: upstreamHeaders(provider, [], false),
-      signal: AbortSignal.any([request.signal, AbortSignal.timeout(readTimeoutMs)]),
-    })
-    text = await upstream.text()
-  } catch {
+    read = await readGatewayBatch(deps, row, provider, AbortSignal.any([request.signal, AbortSignal.timeout(readTimeoutMs)]))
+  } catch (error) {
+    if (error instanceof UnreadableBatch) throw new RouterError('upstream_unreadable', `The ${error.message}.`)
     throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} that holds this batch could not be reached.`)
   } finally {
     context.upstreamWaitMs += performance.now() - started
   }
-  setRoutingHeaders(context, provider.gateway.id, [], upstream.headers, provider.secret)
-  if (upstream.status === 404 && row.status === 'validating') {
-    // SPEC: right after submission the gateway may not see the batch yet: still validating.
-    return { kind: 'read', row, results: null }
-  }
-  if (!upstream.ok) return { kind: 'relay', response: relayUpstreamError(context, provider, upstream, text), status: upstream.status }
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(text)
-  } catch {
-    parsed = undefined
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new RouterError('upstream_unreadable', `The gateway ${provider.gateway.id} answered with something that is not a batch object.`)
-  }
-  const upstreamBatch = parsed as Record<string, unknown>
-  const now = Date.now()
-  const progress = progressFromUpstream(upstreamBatch, now, row.requestTotal)
-  deps.repositories.batches.applyProgress(row.id, progress, (next) => notificationsFor(deps.repositories, next, now))
-  const updated = deps.repositories.batches.get(row.id)!
-  return { kind: 'read', row: updated, results: updated.status === 'completed' ? normalizeResults(upstreamBatch.results) : null }
+  if (read.kind === 'invisible') return { kind: 'read', row, results: null }
+  setRoutingHeaders(context, provider.gateway.id, [], read.upstream.headers, provider.secret)
+  if (read.kind === 'refused') return { kind: 'relay', response: relayUpstreamError(context, provider, read.upstream, read.text), status: read.upstream.status }
+  return { kind: 'read', row: read.row, results: read.row.status === 'completed' ? normalizeResults(read.upstreamBatch.results) : null }
 }
 
 async function getBatch(context: RequestContext, deps: InferenceDeps, request: Request, id: string): Promise<Response> {
@@ -158,9 +137,8 @@ function listBatches(context: RequestContext, deps: InferenceDeps, request: Requ
     createdBefore: createdBefore === null ? undefined : timeParameter('created_before', createdBefore),
   })
   const page = rows.slice(0, limit)
-  const data = page.map((row) => presentBatch(row, { results: null }))
   // List items never carry results, whatever their state.
-  for (const item of data) item.results = null
+  const data = page.map((row) => presentBatch(row))
   return json(context, deps, 200, { object: 'list', data, first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null, has_more: rows.length > limit })
 }
 

@@ -2,11 +2,11 @@
  * The batch object of SPEC "Batch object", from a batch row and, when the gateway was just read, its
  * own batch object; and what a gateway's batch object says, as a row update.
  */
+import { isObject } from '../pipeline/read-body'
 import { batchStatuses, isTerminalStatus, type BatchProgress, type BatchRow, type BatchStatus } from '../storage/repositories/batches'
 
 type Json = Record<string, unknown>
 
-const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value)
 const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0)
 const unixSeconds = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.floor(value) : null)
 
@@ -34,8 +34,8 @@ export function usageOf(row: BatchRow): { cost: number } | null {
 }
 
 /**
- * The client's batch object. `results` only when completed (from the gateway's read), each item
- * with exactly one of `response` and `error`.
+ * The client's batch object. `results` only when completed and read from the gateway (never in a
+ * list), each item with exactly one of `response` and `error`.
  */
 export function presentBatch(row: BatchRow, options: { results?: unknown[] | null; status?: BatchStatus } = {}): Json {
   const status = options.status ?? (row.status as BatchStatus)
@@ -49,7 +49,7 @@ export function presentBatch(row: BatchRow, options: { results?: unknown[] | nul
     created_at: row.createdAt,
     request_counts: { total: row.requestTotal, completed: row.requestCompleted, failed: row.requestFailed },
     usage: usageOf(row),
-    results: status === 'completed' ? (options.results ?? []) : null,
+    results: status === 'completed' ? (options.results ?? null) : null,
     error: row.error === null ? null : (JSON.parse(row.error) as unknown),
   }
 }

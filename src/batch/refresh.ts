@@ -14,38 +14,27 @@ import type { JobProgress } from '../scheduler/jobs'
 import { upstreamHeaders } from '../gateways/upstream'
 import type { BatchRow } from '../storage/repositories/batches'
 import type { ProviderEntry } from '../storage/snapshot'
-import { notificationsFor } from './notify'
+import { parseJson } from '../dialects/sse/decode'
+import { isObject } from '../pipeline/read-body'
+import { readGatewayBatch } from './gateway-read'
 import { progressFromUpstream } from './present'
 
 const readTimeoutMs = 30_000
 const unconfirmedLifetimeS = 24 * 3600
 const staleSubmitS = 3600
 
-type Json = Record<string, unknown>
-const isObject = (value: unknown): value is Json => typeof value === 'object' && value !== null && !Array.isArray(value)
-
 async function getJson(runtime: Runtime, provider: ProviderEntry, suffix: string): Promise<{ status: number; body: unknown }> {
   const response = await runtime.fetch(`${provider.baseUrl}${suffix}`, { headers: upstreamHeaders(provider, [], false), signal: AbortSignal.timeout(readTimeoutMs) })
-  const text = await response.text()
-  let body: unknown
-  try {
-    body = JSON.parse(text)
-  } catch {
-    body = undefined
-  }
-  return { status: response.status, body }
+  return { status: response.status, body: parseJson(await response.text()) }
 }
 
 async function refreshOne(runtime: Runtime, row: BatchRow, provider: ProviderEntry): Promise<'unchanged' | 'updated' | 'finished' | 'not-visible'> {
-  const { status, body } = await getJson(runtime, provider, `/batches/${encodeURIComponent(row.upstreamId!)}`)
-  if (status === 404 && row.status === 'validating') return 'not-visible'
-  if (status < 200 || status > 299) throw new Error(`HTTP ${status}`)
-  if (!isObject(body)) throw new Error('the answer is not a batch object')
-  const now = Date.now()
-  const progress = progressFromUpstream(body, now, row.requestTotal)
-  const finished = runtime.repositories.batches.applyProgress(row.id, progress, (next) => notificationsFor(runtime.repositories, next, now))
-  if (finished) return 'finished'
-  return progress.status === row.status && progress.requestCompleted === row.requestCompleted && progress.requestFailed === row.requestFailed ? 'unchanged' : 'updated'
+  const read = await readGatewayBatch(runtime, row, provider, AbortSignal.timeout(readTimeoutMs))
+  if (read.kind === 'invisible') return 'not-visible'
+  if (read.kind === 'refused') throw new Error(`HTTP ${read.upstream.status}`)
+  if (read.finished) return 'finished'
+  const next = read.row
+  return next.status === row.status && next.requestCompleted === row.requestCompleted && next.requestFailed === row.requestFailed ? 'unchanged' : 'updated'
 }
 
 async function reconcile(runtime: Runtime, row: BatchRow, provider: ProviderEntry): Promise<'adopted' | 'waiting' | 'dropped'> {
@@ -53,7 +42,7 @@ async function reconcile(runtime: Runtime, row: BatchRow, provider: ProviderEntr
   const { status, body } = await getJson(runtime, provider, `/batches?limit=100`)
   if (status >= 200 && status <= 299 && isObject(body) && Array.isArray(body.data)) {
     const held = runtime.repositories.batches.upstreamIdsOf(row.providerKeyId)
-    const match = body.data.find((item): item is Json => {
+    const match = body.data.find((item): item is Record<string, unknown> => {
       if (!isObject(item) || typeof item.id !== 'string' || held.has(item.id)) return false
       const counts = isObject(item.request_counts) ? item.request_counts : {}
       const created = typeof item.created_at === 'number' ? item.created_at : 0

@@ -186,6 +186,9 @@ export async function submitBatch(context: RequestContext, request: Request, dep
   let failure: unknown
   let uploaded = false
   const abort = new AbortController()
+  let confirmTimer: ReturnType<typeof setTimeout> | undefined
+  const confirmMs = key.upstreamTimeoutMs ?? 60_000
+  let confirmTimedOut = false
   const upload = new ReadableStream<Uint8Array>({
     start(controller) {
       controller.enqueue(headBytes)
@@ -202,6 +205,11 @@ export async function submitBatch(context: RequestContext, request: Request, dep
           controller.enqueue(encoder.encode(']}'))
           uploaded = true
           controller.close()
+          // The confirmation is awaited for the upstream timeout once the whole body is sent.
+          confirmTimer = setTimeout(() => {
+            confirmTimedOut = true
+            abort.abort(new Error('confirmation timeout'))
+          }, confirmMs)
         }
       } catch (error) {
         failure = error
@@ -217,31 +225,13 @@ export async function submitBatch(context: RequestContext, request: Request, dep
   const batchId = reservedId
   context.attempts = 1
   const started = performance.now()
-  let upstream: Response
-  let confirmTimer: ReturnType<typeof setTimeout> | undefined
-  const confirmMs = key.upstreamTimeoutMs ?? 60_000
-  let confirmTimedOut = false
   try {
-    const answer = deps.fetch(`${target.provider.baseUrl}/batches`, {
+    const upstream = await deps.fetch(`${target.provider.baseUrl}/batches`, {
       method: 'POST',
       headers: upstreamHeaders(target.provider, [], true),
       body: upload,
       signal: AbortSignal.any([request.signal, abort.signal]),
     })
-    // The confirmation is awaited for the upstream timeout once the whole body is sent.
-    const watchUpload = setInterval(() => {
-      if (!uploaded || confirmTimer) return
-      clearInterval(watchUpload)
-      confirmTimer = setTimeout(() => {
-        confirmTimedOut = true
-        abort.abort(new Error('confirmation timeout'))
-      }, confirmMs)
-    }, 20)
-    try {
-      upstream = await answer
-    } finally {
-      clearInterval(watchUpload)
-    }
     // The gateway may answer (an error) before the body is all sent: the rest is not read.
     if (!uploaded) reader.cancel().catch(() => {})
     const text = await upstream.text()

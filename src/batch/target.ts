@@ -7,7 +7,7 @@
  */
 import { RouterError } from '../errors/router-error'
 import { isFresh, spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
-import { upstreamHeaders } from '../gateways/upstream'
+import { fetchModelListing, ModelListingFailed } from '../gateways/model-listing'
 import { orderTargets, rollRemap } from '../pipeline/plan-route'
 import type { KeyEntry, ProviderEntry, Snapshot } from '../storage/snapshot'
 
@@ -28,20 +28,12 @@ type ListModels = (provider: ProviderEntry) => Promise<string[]>
 
 export function liveModelLister(fetchImplementation: typeof fetch, signal: AbortSignal): ListModels {
   return async (provider) => {
-    let response: Response
     try {
-      response = await fetchImplementation(`${provider.baseUrl}/models`, {
-        headers: upstreamHeaders(provider, [], false),
-        signal: AbortSignal.any([signal, AbortSignal.timeout(catalogCheckTimeoutMs)]),
-      })
-    } catch {
-      throw new RouterError('batch_check_unavailable', `The model list of ${provider.gateway.id} could not be read to check for a :batch variant. Nothing was submitted; try again.`)
+      return (await fetchModelListing(fetchImplementation, provider, AbortSignal.any([signal, AbortSignal.timeout(catalogCheckTimeoutMs)]))).map((item) => item.id)
+    } catch (error) {
+      const why = error instanceof ModelListingFailed ? `answered ${error.message}` : 'could not be read'
+      throw new RouterError('batch_check_unavailable', `The model list of ${provider.gateway.id} ${why} when checked for a :batch variant. Nothing was submitted; try again.`)
     }
-    const listing = (await response.json().catch(() => undefined)) as { data?: unknown } | undefined
-    if (!response.ok || !Array.isArray(listing?.data)) {
-      throw new RouterError('batch_check_unavailable', `The model list of ${provider.gateway.id} answered ${response.status} when checked for a :batch variant. Nothing was submitted; try again.`)
-    }
-    return listing.data.flatMap((item) => (typeof item === 'object' && item !== null && typeof (item as { id?: unknown }).id === 'string' ? [(item as { id: string }).id] : []))
   }
 }
 

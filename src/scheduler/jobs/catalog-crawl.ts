@@ -4,7 +4,7 @@
  */
 import { findGateway, providerBaseUrl } from '../../gateways/catalog'
 import { canonicalId } from '../../gateways/model-catalog'
-import { upstreamHeaders } from '../../gateways/upstream'
+import { fetchModelListing } from '../../gateways/model-listing'
 import type { Runtime } from '../../runtime'
 
 const crawlTimeoutMs = 20_000
@@ -28,14 +28,8 @@ export async function crawlCatalogs(runtime: Runtime): Promise<Record<string, un
     [...byGateway].map(async ([gatewayId, access]) => {
       const gateway = findGateway(gatewayId)!
       try {
-        const headers = upstreamHeaders({ gateway, secret: access.secret }, [], false)
-        const response = await runtime.fetch(`${access.baseUrl}/models`, { headers, signal: AbortSignal.timeout(crawlTimeoutMs) })
-        if (!response.ok) throw new Error(`HTTP ${response.status}`)
-        const listing = (await response.json()) as { data?: unknown }
-        if (!Array.isArray(listing.data)) throw new Error('the listing has no data array')
-        const models = listing.data
-          .filter((item): item is { id: string } => typeof item === 'object' && item !== null && typeof (item as { id?: unknown }).id === 'string')
-          .map((item) => ({ modelId: item.id, canonicalId: canonicalId(item.id, gatewayId), object: JSON.stringify(item) }))
+        const listed = await fetchModelListing(runtime.fetch, { gateway, ...access }, AbortSignal.timeout(crawlTimeoutMs))
+        const models = listed.map((item) => ({ modelId: item.id, canonicalId: canonicalId(item.id, gatewayId), object: JSON.stringify(item) }))
         runtime.repositories.gatewayCatalogs.replaceCatalog(gatewayId, Date.now(), models)
         results[gatewayId] = { models: models.length }
       } catch (error) {
