@@ -8,6 +8,7 @@ import { createIdSigner, createSecretBox, loadMasterKey, type SecretBox } from '
 import { createRepositories, type Repositories } from './storage/repositories'
 import type { AppDeps } from './api/deps'
 import { createSnapshotStore, type SnapshotStore } from './storage/snapshot'
+import { McpServers } from './pipeline/stages/mcp-servers'
 import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log-request'
 
 export interface Runtime extends AppDeps {
@@ -25,6 +26,8 @@ export interface Runtime extends AppDeps {
   fetch: typeof fetch
   random: () => number
   sign: (text: string) => string
+  /** The MCP servers attached to keys: clients, tool lists and tool calls (pipeline/stages). */
+  mcpServers: McpServers
 }
 
 export function createRuntime(config: Config, options: { logger?: Logger; fetch?: typeof fetch } = {}): Runtime {
@@ -64,5 +67,6 @@ export function createRuntime(config: Config, options: { logger?: Logger; fetch?
     fetch: options.fetch ?? fetch,
     random: Math.random,
     sign: createIdSigner(key),
+    mcpServers: new McpServers({ allowPrivate: config.webhookAllowPrivate, logger, version: '0.1.0' }),
   }
 }

@@ -19,6 +19,8 @@ export interface Config {
   streamIdleMs: number
   /** RT_BATCH_UPLOAD_IDLE_MS: the longest silence of a batch upload before it is dropped (408). */
   batchUploadIdleMs: number
+  /** RT_MCP_TOOL_TIMEOUT_MS: the longest one MCP tool call may take (also cut to the request's time left). */
+  mcpToolTimeoutMs: number
   keytermsEnabled: boolean
   decisionerEnabled: boolean
   adsUrl: string | undefined
@@ -56,6 +58,7 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['RT_DEADLINE_MS', 'request deadline, default 95000'],
   ['RT_STREAM_IDLE_MS', 'a started stream with no upstream byte for this long is ended as stream_aborted; default 45000, 1000 to 90000'],
   ['RT_BATCH_UPLOAD_IDLE_MS', 'a batch upload silent this long is dropped with 408; default 120000 (SPEC: two minutes), 1000 to 120000'],
+  ['RT_MCP_TOOL_TIMEOUT_MS', 'the longest one MCP tool call on a key may take before its result is an error text for the model; default 30000, 100 to 90000 (also cut to the request deadline)'],
   ['RT_KEYTERMS_ENABLED, RT_DECISIONER_ENABLED', 'operator flags; 1 turns on'],
   ['RT_ADS_URL, RT_KEYTERMS_URL', 'the companion-ad and keyterm link services'],
   ['RT_SMTP_URL', 'SMTP server for batch e-mails, e.g. smtp://127.0.0.1:2525'],
@@ -104,6 +107,7 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     // Below the roughly 100 s idle cutoff in front of the service (SPEC "Limits"), like the upstream timeout.
     streamIdleMs: integerSetting(environment, 'RT_STREAM_IDLE_MS', 45_000, 1000, 90_000),
     batchUploadIdleMs: integerSetting(environment, 'RT_BATCH_UPLOAD_IDLE_MS', 120_000, 1000, 120_000),
+    mcpToolTimeoutMs: integerSetting(environment, 'RT_MCP_TOOL_TIMEOUT_MS', 30_000, 100, 90_000),
     keytermsEnabled: environment.RT_KEYTERMS_ENABLED === '1',
     decisionerEnabled: environment.RT_DECISIONER_ENABLED === '1',
     adsUrl: environment.RT_ADS_URL || undefined,

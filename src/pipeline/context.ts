@@ -42,6 +42,8 @@ export class RequestContext {
   inputTokens: number | undefined
   outputTokens: number | undefined
   requestBody: string | undefined
+  /** What enrichment stages did, as the log's JSON text (pipeline/stages); undefined when none ran. */
+  enrichment: string | undefined
   /** Set when the response headers are ready (overhead = ready - start - upstream wait). */
   readyAt: number | undefined
   /** End times of the stages (performance.now(); 0 = not reached), written to the log as durations. */
@@ -148,6 +150,7 @@ export class RequestContext {
     if (this.path) for (const step of this.path) units += step.length + 1
     if (this.clientIpResolved) units += this.resolvedClientIp?.length ?? 0
     if (this.captureBodies) units += this.requestBody?.length ?? 0
+    units += this.enrichment?.length ?? 0
     return units
   }
 
@@ -182,6 +185,7 @@ export class RequestContext {
     // Logged when it was needed (allowlists); not looked up for the log alone.
     writer.text(this.clientIpResolved ? this.resolvedClientIp : undefined)
     writer.text(this.captureBodies ? this.requestBody : undefined)
+    writer.text(this.enrichment)
   }
 
   /** The request-log row (built by the log queue's flush, off the request path): the journal record's values. */
@@ -211,6 +215,7 @@ export class RequestContext {
       // Logged when it was needed (allowlists); not looked up for the log alone.
       clientIp: this.clientIpResolved ? (this.resolvedClientIp ?? null) : null,
       requestBody: this.captureBodies ? (this.requestBody ?? null) : null,
+      enrichment: this.enrichment ?? null,
     }
   }
 }

@@ -1,6 +1,7 @@
 /**
- * The messages and content shapes: POST /messages, POST /messages/count_tokens and
- * POST /models/{model}:generateContent, each translated to chat and routed exactly like chat.
+ * The client dialects that pivot on chat (pipeline/answer.ts runs them): POST /chat/completions
+ * (its own dialect: bytes pass through), POST /messages and POST /models/{model}:generateContent
+ * (translated to chat and back); and POST /messages/count_tokens, which routes nothing.
  */
 import { RouterError } from '../errors/router-error'
 import { messagesToChat, validateMessagesBody } from '../dialects/messages/convert-request'
@@ -9,38 +10,97 @@ import { encodeMessagesStream } from '../dialects/messages/encode-stream'
 import { estimateInputTokens } from '../dialects/messages/count-tokens'
 import { contentToChat, validateContentBody } from '../dialects/content/convert-request'
 import { writeGenerateContentResponse } from '../dialects/content/convert-response'
+import { writeChatCompletion } from '../dialects/chat/convert-response'
+import { encodeChatStream } from '../dialects/chat/encode-stream'
 import { finishWith } from './finish'
 import type { EndpointHandler } from './types'
-import { applySteering, requireModel } from './prepare-chat'
-import { readJsonBody } from './read-body'
-import { runRoutedCall, sameBody } from './routed-call'
-import { answerTranslated } from './translated-call'
+import type { RequestContext } from './context'
+import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
+import { parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
+import { passChatThrough, relayUpstreamError } from './routed-call'
+import { reenvelopedError, type ClientDialect, type ParsedRequest } from './answer'
+import type { PlannedAttempt } from './plan-route'
 
-function steeringOf(context: Parameters<EndpointHandler>[0]) {
+type Json = Record<string, unknown>
+
+function steeringOf(context: RequestContext) {
   return context.key!.steeringMessage ?? context.workspace?.steeringMessage
 }
 
-export const handleMessages: EndpointHandler = async (context, request, _route, deps) => {
-  const { text, value } = await readJsonBody(request)
-  const body = validateMessagesBody(value)
-  context.requestBody = text
-  context.model = body.model
-  context.stream = body.stream === true
-  const chat = applySteering(messagesToChat(body), steeringOf(context))
-  context.mark('body')
-  const result = await runRoutedCall(context, deps, {
-    operation: 'chat',
-    requestFor: sameBody('/chat/completions', chat),
-    model: body.model,
-    stream: context.stream,
-    incomingHeaders: request.headers,
-    clientSignal: request.signal,
-  })
-  const stopSequences = body.stop_sequences as string[] | undefined
-  return answerTranslated(context, deps, result, {
-    buffered: (reply) => writeMessage(reply, body.model, stopSequences),
-    encode: () => encodeMessagesStream(body.model, stopSequences),
-  })
+/** A chat body for one attempt: the model spelled the attempt's way. */
+const chatCall = (step: PlannedAttempt, chat: Json) => ({ suffix: '/chat/completions', body: { ...chat, model: step.model } })
+
+interface ChatRequest extends ParsedRequest {
+  /** The client's bytes, when they can go upstream unchanged (nothing added or removed). */
+  raw: Uint8Array<ArrayBuffer> | undefined
+}
+
+export const chatDialect: ClientDialect<ChatRequest> = {
+  name: 'chat',
+  async parse(context, request) {
+    const { bytes, text, value } = parseJsonBody(await readBodyBytes(request))
+    const body = validateChatBody(value)
+    context.requestBody = text
+    context.model = body.model
+    context.stream = body.stream === true
+    const prepared = applySteering(stripRouterFields(body), steeringOf(context))
+    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: prepared, raw: prepared === body ? bytes : undefined }
+  },
+  toUpstream(step, parsed) {
+    const body = parsed.upstreamBody
+    // The body goes upstream as sent unless something must change: the bytes are reused as they are.
+    const untouched = parsed.raw !== undefined && step.model === parsed.model && !step.provider.gateway.capabilities.omitParams.some((name) => name in body)
+    return untouched ? { suffix: '/chat/completions', body, raw: parsed.raw } : chatCall(step, body)
+  },
+  relaysReply: true,
+  errorEnvelope: (context, deps, result) => relayUpstreamError(context, deps, result),
+  // The responses-only gateway kind answers chat too (gateways/responses-only.ts): always the client's dialect.
+  passThrough: (context, deps, result) => passChatThrough(context, deps, result),
+  writeReply: (_context, _deps, reply) => writeChatCompletion(reply),
+  encodeStream: (context, _deps, parsed) => encodeChatStream({ id: `chatcmpl-${context.requestId}`, model: parsed.model }),
+}
+
+interface MessagesRequest extends ParsedRequest {
+  stopSequences: string[] | undefined
+}
+
+export const messagesDialect: ClientDialect<MessagesRequest> = {
+  name: 'messages',
+  async parse(context, request) {
+    const { text, value } = await readJsonBody(request)
+    const body = validateMessagesBody(value)
+    context.requestBody = text
+    context.model = body.model
+    context.stream = body.stream === true
+    const chat = applySteering(messagesToChat(body), steeringOf(context))
+    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: chat, stopSequences: body.stop_sequences as string[] | undefined }
+  },
+  toUpstream: (step, parsed) => chatCall(step, parsed.upstreamBody),
+  relaysReply: false,
+  errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
+  writeReply: (_context, _deps, reply, parsed) => writeMessage(reply, parsed.model, parsed.stopSequences),
+  encodeStream: (_context, _deps, parsed) => encodeMessagesStream(parsed.model, parsed.stopSequences),
+}
+
+export const contentDialect: ClientDialect = {
+  name: 'content',
+  async parse(context, request, route) {
+    const model = requireModel((route.parameter ?? '').replace(/^models\//, ''), 'The model in the path')
+    const { text, value } = await readJsonBody(request)
+    const body = validateContentBody(value)
+    context.requestBody = text
+    context.model = model
+    const chat = applySteering(contentToChat(body, model), steeringOf(context))
+    return { model, stream: false, operation: 'chat', upstreamBody: chat }
+  },
+  toUpstream: (step, parsed) => chatCall(step, parsed.upstreamBody),
+  relaysReply: false,
+  errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
+  writeReply: (_context, _deps, reply, parsed) => writeGenerateContentResponse(reply, parsed.model),
+  // The content shape has no streaming (SPEC): :streamGenerateContent is refused before any call.
+  encodeStream: () => {
+    throw new RouterError('stream_unsupported')
+  },
 }
 
 export const handleCountTokens: EndpointHandler = async (context, request, _route, deps) => {
@@ -51,30 +111,6 @@ export const handleCountTokens: EndpointHandler = async (context, request, _rout
   context.headers['content-type'] = 'application/json'
   const inputTokens = estimateInputTokens(body, steeringOf(context))
   return finishWith(context, deps, new Response(JSON.stringify({ input_tokens: inputTokens }), { status: 200, headers: context.responseHeaders() }))
-}
-
-export const handleGenerateContent: EndpointHandler = async (context, request, route, deps) => {
-  const model = requireModel((route.parameter ?? '').replace(/^models\//, ''), 'The model in the path')
-  const { text, value } = await readJsonBody(request)
-  const body = validateContentBody(value)
-  context.requestBody = text
-  context.model = model
-  const chat = applySteering(contentToChat(body, model), steeringOf(context))
-  context.mark('body')
-  const result = await runRoutedCall(context, deps, {
-    operation: 'chat',
-    requestFor: sameBody('/chat/completions', chat),
-    model,
-    stream: false,
-    incomingHeaders: request.headers,
-    clientSignal: request.signal,
-  })
-  return answerTranslated(context, deps, result, {
-    buffered: (reply) => writeGenerateContentResponse(reply, model),
-    encode: () => {
-      throw new RouterError('stream_unsupported')
-    },
-  })
 }
 
 export const handleStreamGenerateContent: EndpointHandler = async () => {

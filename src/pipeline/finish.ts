@@ -59,7 +59,8 @@ export function recordServingAttempt(context: RequestContext, result: Exclude<Ru
   context.gateway = result.step.gateway
   context.providerKeyId = result.step.provider.id
   context.upstreamModel = result.step.model
-  context.ttfbMs = result.headersAt - result.startedAt
+  // The first round's: a tool loop's later rounds serve the same answer.
+  context.ttfbMs ??= result.headersAt - result.startedAt
   setRoutingHeaders(context, result.step.gateway, result.failures, result.kind === 'relay' ? result.headers : result.response.headers, result.step.provider.secret)
 }
 

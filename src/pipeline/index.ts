@@ -6,12 +6,13 @@ import { RouterError } from '../errors/router-error'
 import type { Envelope } from '../errors/render'
 import { authenticate, presentedKey } from './authenticate'
 import { RequestContext } from './context'
-import { handleChatCompletions, handleEmbeddings } from './routed-call'
+import { handleEmbeddings } from './routed-call'
+import { dialectHandler } from './answer'
 import { handleGetModel, handleListModels } from './list-models'
 import { failWith, internalError } from './finish'
 import type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
-import { handleCountTokens, handleGenerateContent, handleMessages, handleStreamGenerateContent } from './dialect-endpoints'
-import { handleResponses, handleRetrieveResponse } from './responses'
+import { chatDialect, contentDialect, handleCountTokens, handleStreamGenerateContent, messagesDialect } from './dialect-endpoints'
+import { handleRetrieveResponse, responsesDialect } from './responses'
 import { handleBatches } from '../batch/handlers'
 
 export { internalError } from './finish'
@@ -22,15 +23,15 @@ export function envelopeForShape(shape: string): Envelope {
 }
 
 const handlers: Partial<Record<InferenceEndpoint, EndpointHandler>> = {
-  chat: handleChatCompletions,
+  chat: dialectHandler(chatDialect),
   embeddings: handleEmbeddings,
   models: handleListModels,
   model: handleGetModel,
-  messages: handleMessages,
+  messages: dialectHandler(messagesDialect),
   count_tokens: handleCountTokens,
-  generate_content: handleGenerateContent,
+  generate_content: dialectHandler(contentDialect),
   stream_generate_content: handleStreamGenerateContent,
-  responses: handleResponses,
+  responses: dialectHandler(responsesDialect),
   responses_get: handleRetrieveResponse,
   batches: handleBatches,
 }

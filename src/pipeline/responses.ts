@@ -20,11 +20,10 @@ import { isObject, readJsonBody } from './read-body'
 import { requireModel } from './prepare-chat'
 import { setRoutingHeaders } from './respond'
 import { isUnixSeconds, issueNativeResponseId, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
-import { answerChatDialect, runRoutedCall } from './routed-call'
+import { relayUpstreamError } from './routed-call'
 import type { RunResult } from './run-attempts'
-import { answerTranslated } from './translated-call'
+import type { ClientDialect, ParsedRequest, Served } from './answer'
 import type { EndpointHandler, InferenceDeps } from './types'
-import type { PlannedAttempt } from './plan-route'
 
 type Json = Record<string, any>
 
@@ -173,101 +172,117 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
   )
 }
 
-export const handleResponses: EndpointHandler = async (context, request, _route, deps) => {
-  const { text, value } = await readJsonBody(request)
-  if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
-  const model = requireModel(value.model)
-  if (value.input === undefined || value.input === null || (typeof value.input !== 'string' && !Array.isArray(value.input))) {
-    throw new RouterError('invalid_request', 'input: required, a string or an array of input items.')
-  }
-  if (value.conversation !== undefined && value.conversation !== null) throw new RouterError('stateful_responses_unsupported')
-  context.requestBody = text
-  context.model = model
-  context.stream = value.stream === true
-  const key = context.key!
-  const chain = value.previous_response_id !== undefined && value.previous_response_id !== null ? resolveChain(context, deps, value.previous_response_id, 'chain') : undefined
-  const body = appendSteering(value, key.steeringMessage ?? context.workspace?.steeringMessage)
-  // Translated once, up front, when a target may need it: a body the translation refuses is a 400
-  // before anything is sent (rather than a failed attempt).
-  const providers = (context.snapshot ?? deps.snapshots.current()).providers
-  const mayTranslate =
-    !chain &&
-    [...key.rule.targets.map((target) => target.providerKeyId), ...key.rule.remaps.map((remap) => remap.providerKeyId)].some(
-      (id) => providers.get(id)?.gateway.capabilities.responses === 'translated',
-    )
-  const translated = mayTranslate ? responsesToChat(body).chat : undefined
-  context.mark('body')
+interface ResponsesRequest extends ParsedRequest {
+  /** The chained previous response, when the client named one: the provider that holds its state. */
+  chain: { claims: ResponseIdClaims; provider: ProviderEntry } | undefined
+  /** The previous response id as the client sent it (our form). */
+  previousId: string | null
+  /** The chat translation of the body, made once up front when a target may need it. */
+  translated: Json | undefined
+}
 
-  const requestFor = (step: PlannedAttempt) => {
-    if (isNative(step.provider)) {
-      return { suffix: '/responses', body: { ...body, model: step.model, ...(chain ? { previous_response_id: chain.claims.upstreamId } : {}) } }
+/** X-Router-Responses-Mode: how the serving gateway answered. */
+function setMode(context: RequestContext, provider: ProviderEntry) {
+  context.headers['x-router-responses-mode'] = isNative(provider) ? 'native' : 'translated'
+}
+
+/** The shell of a Response this service writes (translated mode, or an answer its stages made). */
+function responseShell(deps: InferenceDeps, context: RequestContext, parsed: ResponsesRequest, served: Served, upstreamId?: string, upstreamCreatedAt?: number): ResponseShell {
+  const createdAt = upstreamCreatedAt ?? Math.floor(Date.now() / 1000)
+  const id = idIssuer(deps, served.step.provider.id, context.key!.id)(upstreamId ?? '', createdAt)
+  return { id, model: parsed.model, createdAt, request: parsed.upstreamBody }
+}
+
+export const responsesDialect: ClientDialect<ResponsesRequest> = {
+  name: 'responses',
+  async parse(context, request, _route, deps) {
+    const { text, value } = await readJsonBody(request)
+    if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
+    const model = requireModel(value.model)
+    if (value.input === undefined || value.input === null || (typeof value.input !== 'string' && !Array.isArray(value.input))) {
+      throw new RouterError('invalid_request', 'input: required, a string or an array of input items.')
     }
-    return { suffix: '/chat/completions', body: { ...(translated ?? responsesToChat(body).chat), model: step.model } }
-  }
-  const result = await runRoutedCall(context, deps, {
-    operation: 'responses',
-    requestFor,
-    model,
-    stream: context.stream,
-    incomingHeaders: request.headers,
-    clientSignal: request.signal,
-    pinnedProviderKeyId: chain?.provider.id,
-  })
-
-  if (result.kind === 'failed' || result.kind === 'relay') {
-    // Failures and relayed upstream errors keep the chat envelope of chat keys.
-    if (result.kind === 'relay') context.headers['x-router-responses-mode'] = isNative(result.step.provider) ? 'native' : 'translated'
+    if (value.conversation !== undefined && value.conversation !== null) throw new RouterError('stateful_responses_unsupported')
+    context.requestBody = text
+    context.model = model
+    context.stream = value.stream === true
+    const key = context.key!
+    const chain = value.previous_response_id !== undefined && value.previous_response_id !== null ? resolveChain(context, deps, value.previous_response_id, 'chain') : undefined
+    const body = appendSteering(value, key.steeringMessage ?? context.workspace?.steeringMessage)
+    // Translated once, up front, when a target may need it: a body the translation refuses is a 400
+    // before anything is sent (rather than a failed attempt).
+    const providers = (context.snapshot ?? deps.snapshots.current()).providers
+    const mayTranslate =
+      !chain &&
+      [...key.rule.targets.map((target) => target.providerKeyId), ...key.rule.remaps.map((remap) => remap.providerKeyId)].some(
+        (id) => providers.get(id)?.gateway.capabilities.responses === 'translated',
+      )
+    return {
+      model,
+      stream: context.stream,
+      operation: 'responses',
+      upstreamBody: body,
+      pinnedProviderKeyId: chain?.provider.id,
+      chain,
+      // A chained turn's previous response is the one the client named, in the client's own spelling.
+      previousId: chain ? (value.previous_response_id as string) : null,
+      translated: mayTranslate ? responsesToChat(body).chat : undefined,
+    }
+  },
+  toUpstream(step, parsed) {
+    if (isNative(step.provider)) {
+      return { suffix: '/responses', body: { ...parsed.upstreamBody, model: step.model, ...(parsed.chain ? { previous_response_id: parsed.chain.claims.upstreamId } : {}) } }
+    }
+    return { suffix: '/chat/completions', body: { ...(parsed.translated ?? responsesToChat(parsed.upstreamBody).chat), model: step.model } }
+  },
+  relaysReply: false,
+  errorEnvelope(context, deps, result, parsed) {
+    // Relayed upstream errors keep the chat envelope of chat keys.
+    setMode(context, result.step.provider)
     // A chained turn whose state the gateway does not know: relayed as response_not_found.
-    if (chain && result.kind === 'relay' && (result.status === 404 || result.status === 400) && /not\s*found|no response/i.test(result.body)) {
+    if (parsed.chain && (result.status === 404 || result.status === 400) && /not\s*found|no response/i.test(result.body)) {
       setRoutingHeaders(context, result.step.gateway, result.failures, result.headers, result.step.provider.secret)
       return failWith(context, deps, new RouterError('response_not_found', `The gateway ${result.step.gateway} does not know this response.`))
     }
-    if (result.kind === 'relay') {
-      context.gateway = result.step.gateway
-      context.providerKeyId = result.step.provider.id
-      // Body and headers are the scrubbed copies run-attempts made.
-      setRoutingHeaders(context, result.step.gateway, result.failures, result.headers, result.step.provider.secret)
-      context.headers['content-type'] = result.headers.get('content-type') ?? 'application/json'
-      return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
+    return relayUpstreamError(context, deps, result)
+  },
+  passThrough(context, deps, result, parsed) {
+    // A target served by translation to chat is answered by the generic path (decode → encode).
+    if (result.replyKind !== 'response') return undefined
+    const issueId = idIssuer(deps, result.step.provider.id, context.key!.id)
+    context.headers['x-router-responses-mode'] = 'native'
+    recordServingAttempt(context, result)
+    if (result.stream) {
+      context.headers['content-type'] = 'text/event-stream; charset=utf-8'
+      context.headers['cache-control'] = 'no-cache'
+      return new Response(nativeStream(context, deps, result, issueId, parsed.previousId, parsed.upstreamBody), { status: 200, headers: context.responseHeaders() })
     }
-    return answerChatDialect(context, deps, result)
-  }
-
-  const provider = result.step.provider
-  const issueId = idIssuer(deps, provider.id, key.id)
-  if (!isNative(provider)) {
-    context.headers['x-router-responses-mode'] = 'translated'
-    const createdAt = Math.floor(Date.now() / 1000)
-    const shell: ResponseShell = { id: issueId('', createdAt), model, createdAt, request: body }
-    return answerTranslated(context, deps, result, {
-      buffered: (reply) => writeResponseObject(reply, shell),
-      encode: () => encodeResponsesStream(shell),
-    })
-  }
-
-  context.headers['x-router-responses-mode'] = 'native'
-  recordServingAttempt(context, result)
-  // A chained turn's previous response is the one the client named, in the client's own spelling.
-  const previousId = chain ? (value.previous_response_id as string) : null
-  if (result.stream) {
-    context.headers['content-type'] = 'text/event-stream; charset=utf-8'
-    context.headers['cache-control'] = 'no-cache'
-    return new Response(nativeStream(context, deps, result, issueId, previousId, body), { status: 200, headers: context.responseHeaders() })
-  }
-  // Parsed and checked to be a Response object (an object with `output`) by run-attempts.
-  const parsed = result.value as Json
-  try {
-    readResponseObject(parsed)
-  } catch (error) {
-    return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} is not a Response object: ${(error as Error).message}`))
-  }
-  if (isObject(parsed.usage)) {
-    context.inputTokens = Number(parsed.usage.input_tokens) || 0
-    context.outputTokens = Number(parsed.usage.output_tokens) || 0
-  }
-  context.headers['content-type'] = 'application/json'
-  const response = rewriteResponse(parsed, issueId(parsed.id, parsed.created_at), previousId)
-  return finishWith(context, deps, new Response(JSON.stringify(response), { status: 200, headers: context.responseHeaders() }))
+    // Parsed and checked to be a Response object (an object with `output`) by run-attempts.
+    const value = result.value as Json
+    try {
+      readResponseObject(value)
+    } catch (error) {
+      return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} is not a Response object: ${(error as Error).message}`))
+    }
+    if (isObject(value.usage)) {
+      context.inputTokens = Number(value.usage.input_tokens) || 0
+      context.outputTokens = Number(value.usage.output_tokens) || 0
+    }
+    context.headers['content-type'] = 'application/json'
+    const response = rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId)
+    return finishWith(context, deps, new Response(JSON.stringify(response), { status: 200, headers: context.responseHeaders() }))
+  },
+  writeReply(context, deps, reply, parsed, served) {
+    setMode(context, served.step.provider)
+    // A native gateway's last response holds the whole exchange: our id for it can anchor a chain.
+    const native = served.replyKind === 'response'
+    return writeResponseObject(reply, responseShell(deps, context, parsed, served, native ? reply.id : undefined, native ? reply.created : undefined))
+  },
+  encodeStream(context, deps, parsed, served) {
+    setMode(context, served.step.provider)
+    // The id is named in the first event, before the answer's last round is known: not chainable.
+    return encodeResponsesStream(responseShell(deps, context, parsed, served))
+  },
 }
 
 export const handleRetrieveResponse: EndpointHandler = async (context, request, route, deps) => {

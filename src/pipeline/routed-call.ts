@@ -170,8 +170,9 @@ class RoutedCall implements AttemptCall {
 
   onSettled(result: RunResult) {
     const context = this.context
-    context.attempts = result.attempts
-    context.path = result.path
+    // A tool loop makes several routed calls for one answer: the log counts every attempt, in order.
+    context.attempts += result.attempts
+    context.path = context.path ? [...context.path, ...result.path] : result.path
     for (const failure of result.failures) this.deps.metrics.countFailover(failure.gateway, failure.reason)
     context.mark('upstream')
   }
@@ -188,11 +189,20 @@ export function runRoutedCall(context: RequestContext, deps: InferenceDeps, inpu
 /** Answers a finished run in the chat dialect: relayed bytes, a piped stream, or an error. */
 export function answerChatDialect(context: RequestContext, deps: InferenceDeps, result: RunResult): Response {
   if (result.kind === 'failed') return finishFailedRun(context, deps, result)
+  if (result.kind === 'relay') return relayUpstreamError(context, deps, result)
+  return passChatThrough(context, deps, result)
+}
+
+/** A gateway's error relayed as it came (body and headers are the scrubbed copies run-attempts made). */
+export function relayUpstreamError(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'relay' }>): Response {
   recordServingAttempt(context, result)
-  if (result.kind === 'relay') {
-    context.headers['content-type'] = result.headers.get('content-type') ?? 'application/json'
-    return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
-  }
+  context.headers['content-type'] = result.headers.get('content-type') ?? 'application/json'
+  return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
+}
+
+/** A chat-dialect success passed through: the checked bytes of a buffered answer, or the piped stream. */
+export function passChatThrough(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'success' }>): Response {
+  recordServingAttempt(context, result)
   const upstream = result.response
   // Success answers carry our own content type: the body was checked to be JSON or an event stream.
   if (!result.stream) {
@@ -213,28 +223,6 @@ export function answerChatDialect(context: RequestContext, deps: InferenceDeps, 
   context.headers['content-type'] = 'text/event-stream; charset=utf-8'
   context.headers['cache-control'] = 'no-cache'
   return new Response(piped, { status: upstream.status, headers: context.responseHeaders() })
-}
-
-export const handleChatCompletions: EndpointHandler = async (context, request, _route, deps) => {
-  const { bytes, text, value } = parseJsonBody(await readBodyBytes(request))
-  const body = validateChatBody(value)
-  context.requestBody = text
-  context.model = body.model
-  context.stream = body.stream === true
-  const key = context.key!
-  const steering = key.steeringMessage ?? context.workspace?.steeringMessage
-  const prepared = applySteering(stripRouterFields(body), steering)
-  context.mark('body')
-  const result = await runRoutedCall(context, deps, {
-    operation: 'chat',
-    requestFor: sameBody('/chat/completions', prepared, prepared === body ? bytes : undefined),
-    model: body.model,
-    stream: context.stream,
-    incomingHeaders: request.headers,
-    clientSignal: request.signal,
-    relaysReply: true,
-  })
-  return answerChatDialect(context, deps, result)
 }
 
 export const handleEmbeddings: EndpointHandler = async (context, request, _route, deps) => {

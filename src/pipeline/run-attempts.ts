@@ -51,6 +51,8 @@ export type RunResult =
   | (Common & {
       kind: 'success'
       step: PlannedAttempt
+      /** What the answer is (a chat completion, a Response, an embeddings list): the request `send` made decides. */
+      replyKind: ReplyKind
       response: Response
       /** Buffered requests: the whole body, read under the attempt's timer, and its checked JSON (undefined when the call relays its bytes). */
       body: ArrayBuffer | undefined
@@ -170,7 +172,7 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
           path.push(`${step.gateway}:ok`)
           // SPEC "Timeouts": from its first byte on, a stream is never cut by the deadline; only the idle limit applies.
           watch?.start(controller)
-          answer = { kind: 'success', step, response, body, value, stream: started, controller, startedAt, headersAt: answeredAt, failures, attempts, path }
+          answer = { kind: 'success', step, replyKind: call.replyKind, response, body, value, stream: started, controller, startedAt, headersAt: answeredAt, failures, attempts, path }
         } else {
           // The one read of a failed answer: scrubbed here, so no relay, message or log downstream holds the secret.
           const secret = step.provider.secret

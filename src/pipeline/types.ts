@@ -7,6 +7,7 @@ import type { SnapshotStore } from '../storage/snapshot'
 import type { Repositories } from '../storage/repositories'
 import type { RequestContext } from './context'
 import type { RequestLogQueue } from './log-request'
+import type { McpServers } from './stages/mcp-servers'
 
 export interface InferenceDeps {
   config: Config
@@ -20,6 +21,8 @@ export interface InferenceDeps {
   sign: (text: string) => string
   /** Batch rows and what a batch's notifications need (the Batch API only; the hot path reads none). */
   repositories: Repositories
+  /** MCP servers attached to keys (the MCP tools stage). */
+  mcpServers: McpServers
 }
 
 export type InferenceEndpoint =

@@ -49,7 +49,9 @@ const openInstances = new Set<string>()
  * request_logs column order (`fields`): a text as `u32 byte length` + UTF-8, a number as `f64`, the
  * stream flag as `u8`. Until the length is written the record reads as the end of the segment.
  */
-const recordVersion = 2
+const recordVersion = 3
+/** Records of version 2 (before the enrichment column) are still read: a journal left by the previous build. */
+const previousRecordVersion = 2
 const headerBytes = 9
 /** Texts up to this length are copied by the ASCII loop when they are ASCII. */
 const shortText = 128
@@ -113,6 +115,7 @@ const fields: readonly (readonly [keyof RequestLogRow, Field])[] = [
   ['outputTokens', Field.OptionalNumber],
   ['clientIp', Field.OptionalText],
   ['requestBody', Field.OptionalText],
+  ['enrichment', Field.OptionalText],
 ]
 
 /** Bytes a record takes at most, for texts of `textUnits` UTF-16 units in all (three bytes each at most). */
@@ -269,7 +272,8 @@ export function encodeRecord(entry: JournalEntry | RequestLogRow): Buffer {
 /** A record back into a row; undefined unless it is one whole record of this version, to its last byte. */
 export function decodeRecord(record: Uint8Array): RequestLogRow | undefined {
   const bytes = Buffer.isBuffer(record) ? record : Buffer.from(record.buffer, record.byteOffset, record.byteLength)
-  if (bytes.length < headerBytes || bytes.readUInt32LE(0) !== bytes.length || bytes[4] !== recordVersion) return undefined
+  if (bytes.length < headerBytes || bytes.readUInt32LE(0) !== bytes.length || (bytes[4] !== recordVersion && bytes[4] !== previousRecordVersion)) return undefined
+  const readFields = bytes[4] === recordVersion ? fields : fields.slice(0, -1)
   const nulls = bytes.readUInt32LE(5)
   const row: Record<string, unknown> = {}
   let at = headerBytes
@@ -283,7 +287,7 @@ export function decodeRecord(record: Uint8Array): RequestLogRow | undefined {
     return value
   }
   try {
-    for (const [name, kind] of fields) {
+    for (const [name, kind] of readFields) {
       if (kind === Field.Stages) {
         if (isNull()) {
           bit += stageNames.length
@@ -314,6 +318,7 @@ export function decodeRecord(record: Uint8Array): RequestLogRow | undefined {
     return undefined
   }
   if (at !== bytes.length) return undefined
+  if (readFields !== fields) row.enrichment = null
   return row as unknown as RequestLogRow
 }
 

@@ -38,7 +38,17 @@ export interface KeyEntry {
   companionAds: boolean
   keyterms: boolean
   rule: StoredRule
+  /** MCP servers attached to the key (SPEC "MCP tools"), in attach order; empty for most keys. */
+  mcpServers: readonly McpServerEntry[]
 }
+
+export interface McpServerEntry {
+  id: string
+  name: string | null
+  url: string
+}
+
+const noMcpServers: readonly McpServerEntry[] = Object.freeze([])
 
 export interface WorkspaceEntry {
   id: string
@@ -122,6 +132,13 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
       if (list) list.push(entry)
       else keysByPrefix.set(prefix, [entry])
     }
+    const mcpServers = new Map<string, McpServerEntry[]>()
+    for (const row of repositories.inferenceKeys.listAllMcpServers()) {
+      const entry = { id: row.id, name: row.name, url: row.url }
+      const list = mcpServers.get(row.keyId)
+      if (list) list.push(entry)
+      else mcpServers.set(row.keyId, [entry])
+    }
     for (const { key, rule } of repositories.inferenceKeys.listAllWithRules()) {
       const previousUntil = key.previousSecretUntil ? Date.parse(key.previousSecretUntil) : undefined
       const entry: KeyEntry = {
@@ -141,6 +158,7 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
         companionAds: key.companionAds,
         keyterms: key.keyterms,
         rule,
+        mcpServers: mcpServers.get(key.id) ?? noMcpServers,
       }
       add(key.keyPrefix, entry)
       if (entry.previous && key.previousKeyPrefix && key.previousKeyPrefix !== key.keyPrefix) add(key.previousKeyPrefix, entry)

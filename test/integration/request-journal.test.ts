@@ -90,6 +90,7 @@ function row(values: Partial<RequestLogRow> = {}): RequestLogRow {
     outputTokens: 7,
     clientIp: null,
     requestBody: null,
+    enrichment: null,
     ...values,
   }
 }
@@ -110,6 +111,20 @@ describe('the journal record', () => {
       const timed = row({ stageTimings })
       expect(decodeRecord(encodeRecord(timed))).toEqual(timed)
     }
+  })
+
+  test("an enrichment record (what a tool loop did) comes back as written; a record of the previous version, before that column, still reads", () => {
+    const enriched = row({ enrichment: JSON.stringify({ mcp: { rounds: 2, calls: [{ name: 'add', server: 's-1', ms: 3.25, ok: true }] } }) })
+    expect(decodeRecord(encodeRecord(enriched))).toEqual(enriched)
+    // Version 2 wrote the same fields without the last one: a version-3 record without enrichment, relabelled.
+    const plain = row()
+    const previous = Buffer.from(encodeRecord(plain))
+    previous[4] = 2
+    expect(decodeRecord(previous)).toEqual(plain)
+    // Relabelled, a record that carries enrichment is not a whole version-2 record.
+    const enrichedAsPrevious = Buffer.from(encodeRecord(enriched))
+    enrichedAsPrevious[4] = 2
+    expect(decodeRecord(enrichedAsPrevious)).toBeUndefined()
   })
 
   test('bytes that are not one whole record of this version are refused', () => {

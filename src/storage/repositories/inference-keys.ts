@@ -154,6 +154,10 @@ export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
       if (entries.length === 0) return
       touchBatch(entries)
     },
+    /** Every attached MCP server, for the snapshot (in attach order per key). */
+    listAllMcpServers(): KeyMcpServerRow[] {
+      return db.select().from(keyMcpServers).orderBy(asc(keyMcpServers.createdAt), asc(keyMcpServers.id)).all()
+    },
     listMcpServers(keyId: string): KeyMcpServerRow[] {
       return db.select().from(keyMcpServers).where(eq(keyMcpServers.keyId, keyId)).orderBy(asc(keyMcpServers.createdAt)).all()
     },

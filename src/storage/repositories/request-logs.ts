@@ -17,8 +17,8 @@ export function createRequestLogRepository(db: Db) {
   // both are prepared once. The query builder would cost tens of microseconds a row.
   const columns = `id, workspace_id, key_id, created_at, endpoint, gateway, provider_key_id, model, upstream_model,
       status, error_code, stream, latency_ms, overhead_ms, ttfb_ms, attempts, attempt_path, stage_timings, input_tokens,
-      output_tokens, client_ip, request_body`
-  const columnCount = 22
+      output_tokens, client_ip, request_body, enrichment`
+  const columnCount = 23
   const rowsPerStatement = 32
   const placeholders = `(${new Array(columnCount).fill('?').join(', ')})`
   const insertOne = db.$client.prepare(`insert into request_logs (${columns}) values ${placeholders}`)
@@ -52,6 +52,7 @@ export function createRequestLogRepository(db: Db) {
     target[offset + 19] = row.outputTokens ?? null
     target[offset + 20] = row.clientIp ?? null
     target[offset + 21] = row.requestBody ?? null
+    target[offset + 22] = row.enrichment ?? null
   }
   const oneParameters: (string | number | null)[] = new Array(columnCount)
   const insertBatch = db.$client.transaction((rows: RequestLogRow[]): number => {

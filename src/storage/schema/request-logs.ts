@@ -30,6 +30,8 @@ export const requestLogs = sqliteTable(
     outputTokens: integer('output_tokens'),
     clientIp: text('client_ip'),
     requestBody: text('request_body'),
+    /** What enrichment stages did (JSON), e.g. `{"mcp":{"rounds":2,"calls":[…]}}`; null when none ran. */
+    enrichment: text('enrichment'),
   },
   (table) => [
     // One index: every usage query filters by workspace and time (a key filter narrows within it).

@@ -1,0 +1,406 @@
+/**
+ * The one answer path of the chat-like endpoints (/chat/completions, /responses, /messages,
+ * :generateContent): a client dialect is one object (ClientDialect), and one generic handler runs
+ * it — parse → start the enrichment stages that apply → routed call(s) → answer:
+ *
+ * - no stage applies (a plain key): the dialect's byte pass-through where the upstream speaks the
+ *   client's dialect, else the upstream answer decoded and encoded in the client's dialect;
+ * - stages apply: decode → stages → encode over the stream-parts vocabulary, buffered or streamed
+ *   alike. A tool-offering stage (MCP tools) makes the answer a loop of model rounds: when a round's
+ *   tool calls are all the stages' own, they are run, the round is appended and the model is called
+ *   again (at most 8 rounds, each a routed call that can fail over). The client sees one answer:
+ *   the prose of every round in order, streamed as it comes, no server-run tool calls, usage summed.
+ *
+ * An upstream error, a failed run and a reply the translator cannot map are answered here too, in
+ * the key's envelope; no dialect finishes an answer on its own.
+ */
+import { RouterError } from '../errors/router-error'
+import { upstreamErrorBody } from '../errors/render'
+import { readChatCompletion } from '../dialects/chat/convert-response'
+import { decodeChatStream } from '../dialects/chat/decode-stream'
+import { readResponseObject } from '../dialects/responses/convert-response'
+import { decodeResponsesStream } from '../dialects/responses/decode-stream'
+import { UntranslatableReply, type AssistantResult } from '../dialects/assistant-result'
+import { breakSafe, type StreamPart, type Usage } from '../dialects/stream-parts'
+import type { ReplyKind } from '../dialects/reply-shape'
+import { clientToolNames, extendChatBody, extendResponsesBody, type FinishedRound } from '../dialects/tool-rounds'
+import { scrubSecret } from '../gateways/scrub-secret'
+import { upstreamMessage } from './classify-failure'
+import type { RequestContext } from './context'
+import { failWith, finishFailedRun, finishWith, recordServingAttempt, trackStream } from './finish'
+import type { Operation, PlannedAttempt } from './plan-route'
+import { runRoutedCall, type RoutedCallInput, type UpstreamCall } from './routed-call'
+import type { RunResult } from './run-attempts'
+import { applicableStages, startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type ToolCallRequest } from './stages/registry'
+import type { EndpointHandler, InferenceDeps, InferenceRoute } from './types'
+
+export type SuccessResult = Extract<RunResult, { kind: 'success' }>
+export type RelayResult = Extract<RunResult, { kind: 'relay' }>
+
+/** A client's request as its dialect read it. */
+export interface ParsedRequest {
+  model: string
+  stream: boolean
+  operation: Operation
+  /**
+   * The body as it goes upstream before per-attempt changes (chat form, or Responses form on
+   * /responses); its `tools` are the client's own.
+   */
+  upstreamBody: Record<string, unknown>
+  /** A pinned Responses chain: only this provider key, no remaps. */
+  pinnedProviderKeyId?: string
+}
+
+/** The attempt that serves an answer (the first round's, on a stream), for what the reply says of its origin. */
+export interface Served {
+  step: PlannedAttempt
+  replyKind: ReplyKind
+}
+
+/** A client dialect: everything that differs between the chat-like endpoints, and nothing else. */
+export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
+  readonly name: string
+  /** Reads and checks the client's body (errors are RouterErrors); sets the context's model, stream and logged body. */
+  parse(context: RequestContext, request: Request, route: InferenceRoute, deps: InferenceDeps): Promise<P>
+  /** One attempt's upstream call (its model spelling is `step.model`). */
+  toUpstream(step: PlannedAttempt, parsed: P): UpstreamCall
+  /** A buffered 2xx goes to the client as its bytes (scanned, not parsed) when no stage applies. */
+  readonly relaysReply: boolean
+  /** An upstream error that is not retried, answered in the dialect's envelope. */
+  errorEnvelope(context: RequestContext, deps: InferenceDeps, result: RelayResult, parsed: P): Response
+  /** The answer when no stage applies and the upstream speaks the client's dialect (bytes passed through); undefined: translate. */
+  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P): Response | undefined
+  /** The buffered reply in the dialect (may throw UntranslatableReply). */
+  writeReply(context: RequestContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown
+  /** Stream parts → the dialect's SSE. */
+  encodeStream(context: RequestContext, deps: InferenceDeps, parsed: P, served: Served): TransformStream<StreamPart, Uint8Array>
+}
+
+/** The most model calls one answer makes (CONTRACT §7). */
+export const maxModelRounds = 8
+/** Between the prose of two rounds. */
+const roundSeparator = '\n\n'
+
+/** The one handler of every chat-like endpoint, for a dialect. */
+export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P>): EndpointHandler {
+  return async (context, request, route, deps) => {
+    const parsed = await dialect.parse(context, request, route, deps)
+    context.mark('body')
+    const stages = applicableStages(context, deps)
+    const loop = stages ? await ToolLoop.start(context, deps, parsed, stages) : undefined
+    const input: RoutedCallInput = {
+      operation: parsed.operation,
+      requestFor: loop ? (step) => loop.extend(dialect.toUpstream(step, parsed)) : (step) => dialect.toUpstream(step, parsed),
+      model: parsed.model,
+      stream: parsed.stream,
+      incomingHeaders: request.headers,
+      clientSignal: request.signal,
+      pinnedProviderKeyId: parsed.pinnedProviderKeyId,
+      relaysReply: loop === undefined && dialect.relaysReply,
+    }
+    const result = await runRoutedCall(context, deps, input)
+    if (result.kind === 'failed') return finishFailedRun(context, deps, result)
+    if (result.kind === 'relay') return dialect.errorEnvelope(context, deps, result, parsed)
+    if (!loop) {
+      const passed = dialect.passThrough?.(context, deps, result, parsed)
+      if (passed) return passed
+    }
+    return result.stream ? streamedAnswer(context, deps, dialect, parsed, result, loop, input) : bufferedAnswer(context, deps, dialect, parsed, result, loop, input)
+  }
+}
+
+/** An upstream error re-enveloped in a translating dialect's envelope (the gateway's message kept). */
+export function reenvelopedError(context: RequestContext, deps: InferenceDeps, result: RelayResult): Response {
+  recordServingAttempt(context, result)
+  const message = upstreamMessage(result.body) ?? `The gateway answered HTTP ${result.status}.`
+  context.headers['content-type'] = 'application/json'
+  return finishWith(context, deps, new Response(JSON.stringify(upstreamErrorBody(context.envelope, result.status, message)), { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
+}
+
+/**
+ * The tool loop of one answer: the tools the active stages offer, the rounds run so far, and the
+ * next model call. Also what the log row records of the stages.
+ */
+class ToolLoop {
+  round = 1
+  private readonly finished: FinishedRound[] = []
+  private readonly tools: OfferedTool[] = []
+  private readonly owners = new Map<string, ActiveStage>()
+  /** Aborts tool calls and later rounds' model calls when the client goes away mid-answer. */
+  readonly hangUp = new AbortController()
+
+  private constructor(
+    private readonly context: RequestContext,
+    private readonly deps: InferenceDeps,
+    private readonly stages: readonly ActiveStage[],
+    private readonly deadlineAt: number,
+  ) {
+    for (const stage of stages) {
+      for (const tool of stage.tools) {
+        this.tools.push(tool)
+        this.owners.set(tool.name, stage)
+      }
+    }
+    this.record()
+  }
+
+  static async start(context: RequestContext, deps: InferenceDeps, parsed: ParsedRequest, applicable: readonly EnrichmentStage[]): Promise<ToolLoop | undefined> {
+    const deadlineAt = context.startedAt + deps.config.deadlineMs
+    const active = await startStages(applicable, { context, deps, clientToolNames: clientToolNames(parsed.upstreamBody), deadlineAt })
+    return active ? new ToolLoop(context, deps, active, deadlineAt) : undefined
+  }
+
+  /** An attempt's upstream call with the offered tools and the finished rounds (a new body; the client's bytes no longer apply). */
+  extend(call: UpstreamCall): UpstreamCall {
+    const body = call.suffix === '/responses' ? extendResponsesBody(call.body, this.tools, this.finished) : extendChatBody(call.body, this.tools, this.finished)
+    return { suffix: call.suffix, body }
+  }
+
+  /** Whether the loop goes on after a round with these calls: some, all the stages' own, and a round left. */
+  runsCalls(calls: readonly ToolCallRequest[]): boolean {
+    if (calls.length === 0 || this.round >= maxModelRounds) return false
+    for (const call of calls) if (!this.owners.has(call.name)) return false
+    return true
+  }
+
+  /** Runs a round's calls in parallel, appends the round, and makes the next model call (a routed call of its own). */
+  async nextRound(text: string, calls: readonly ToolCallRequest[], input: RoutedCallInput): Promise<RunResult> {
+    const signal = this.hangUp.signal
+    const results = await Promise.all(calls.map((call) => this.owners.get(call.name)!.runTool(call, this.deadlineAt, signal)))
+    this.finished.push({ text, calls: calls.map((call, index) => ({ id: call.id, name: call.name, arguments: call.arguments, result: results[index]! })) })
+    this.round++
+    this.record()
+    const clientSignal = input.clientSignal ? AbortSignal.any([input.clientSignal, signal]) : signal
+    return runRoutedCall(this.context, this.deps, { ...input, clientSignal })
+  }
+
+  /** The log row's record of the stages, current after every round. */
+  private record() {
+    const log: Record<string, unknown> = {}
+    for (const stage of this.stages) log[stage.name] = stage.logRecord(this.round)
+    this.context.enrichment = JSON.stringify(log)
+  }
+}
+
+/** Usage summed over rounds; unknown when no round reported any. */
+function addUsage(sum: Usage | undefined, usage: Usage | undefined): Usage | undefined {
+  if (!usage) return sum
+  if (!sum) return { ...usage }
+  return {
+    inputTokens: sum.inputTokens + usage.inputTokens,
+    outputTokens: sum.outputTokens + usage.outputTokens,
+    ...(sum.reasoningTokens !== undefined || usage.reasoningTokens !== undefined ? { reasoningTokens: (sum.reasoningTokens ?? 0) + (usage.reasoningTokens ?? 0) } : {}),
+    ...(sum.cachedInputTokens !== undefined || usage.cachedInputTokens !== undefined ? { cachedInputTokens: (sum.cachedInputTokens ?? 0) + (usage.cachedInputTokens ?? 0) } : {}),
+  }
+}
+
+const joinProse = (before: string, after: string) => (before && after ? before + roundSeparator + after : before || after)
+
+/** The rounds so far and a later round as one reply: prose in order, usage summed, the later round's ids and ending. */
+function mergeRounds(before: AssistantResult, after: AssistantResult): AssistantResult {
+  return {
+    ...after,
+    created: before.created,
+    text: joinProse(before.text, after.text),
+    reasoning: joinProse(before.reasoning, after.reasoning),
+    usage: addUsage(addUsage(undefined, before.usage), after.usage),
+  }
+}
+
+/** A buffered upstream answer in neutral form (checked to be its kind by run-attempts). */
+function readRound(result: SuccessResult): AssistantResult {
+  return result.replyKind === 'response' ? readResponseObject(result.value) : readChatCompletion(result.value)
+}
+
+/** A reply the translator cannot map is the gateway's fault: 502 in the client's envelope. */
+function untranslatable(context: RequestContext, deps: InferenceDeps, result: SuccessResult, error: unknown): Response {
+  if (!(error instanceof UntranslatableReply)) {
+    const detail = scrubSecret(error instanceof Error ? error.message : String(error), result.step.provider.secret)
+    deps.logger.warn('reply_untranslatable', { request_id: context.requestId, gateway: result.step.gateway, error: detail })
+  }
+  const reason = error instanceof UntranslatableReply ? `: ${error.message}` : '.'
+  return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} could not be translated${reason}`))
+}
+
+async function bufferedAnswer<P extends ParsedRequest>(
+  context: RequestContext,
+  deps: InferenceDeps,
+  dialect: ClientDialect<P>,
+  parsed: P,
+  first: SuccessResult,
+  loop: ToolLoop | undefined,
+  input: RoutedCallInput,
+): Promise<Response> {
+  let result = first
+  let before: AssistantResult | undefined
+  for (;;) {
+    recordServingAttempt(context, result)
+    let reply: AssistantResult
+    try {
+      reply = readRound(result)
+    } catch (error) {
+      return untranslatable(context, deps, result, error)
+    }
+    if (loop?.runsCalls(reply.toolCalls)) {
+      const round = { ...reply, toolCalls: [] }
+      before = before ? mergeRounds(before, round) : round
+      const next = await loop.nextRound(reply.text, reply.toolCalls, input)
+      if (next.kind === 'failed') return finishFailedRun(context, deps, next)
+      if (next.kind === 'relay') return dialect.errorEnvelope(context, deps, next, parsed)
+      result = next
+      continue
+    }
+    const answer = before ? mergeRounds(before, reply) : reply
+    if (answer.usage) {
+      context.inputTokens = answer.usage.inputTokens
+      context.outputTokens = answer.usage.outputTokens
+    }
+    let body: unknown
+    try {
+      body = dialect.writeReply(context, deps, answer, parsed, { step: result.step, replyKind: result.replyKind })
+    } catch (error) {
+      return untranslatable(context, deps, result, error)
+    }
+    context.headers['content-type'] = 'application/json'
+    return finishWith(context, deps, new Response(JSON.stringify(body), { status: 200, headers: context.responseHeaders() }))
+  }
+}
+
+/** A begun upstream stream as parts (its dialect decoded; a break, stall or bad event becomes an `error` part). */
+function roundParts(result: SuccessResult, onCancel: (() => void) | undefined): ReadableStream<StreamPart> {
+  return breakSafe(result.stream!, onCancel).pipeThrough(result.replyKind === 'response' ? decodeResponsesStream() : decodeChatStream())
+}
+
+/** Watches parts for usage and the end of the stream (for the log), passing them on unchanged. */
+function tapParts(context: RequestContext, end: (status: number, code: string | undefined) => void): TransformStream<StreamPart, StreamPart> {
+  let ended = false
+  return new TransformStream<StreamPart, StreamPart>({
+    transform(part, controller) {
+      if (part.type === 'finish' && part.usage) {
+        context.inputTokens = part.usage.inputTokens
+        context.outputTokens = part.usage.outputTokens
+      }
+      if (!ended && (part.type === 'finish' || part.type === 'error')) {
+        ended = true
+        end(200, part.type === 'finish' ? undefined : part.code)
+      }
+      controller.enqueue(part)
+    },
+    flush() {
+      if (!ended) {
+        ended = true
+        end(200, 'stream_aborted')
+      }
+    },
+  })
+}
+
+function streamedAnswer<P extends ParsedRequest>(
+  context: RequestContext,
+  deps: InferenceDeps,
+  dialect: ClientDialect<P>,
+  parsed: P,
+  first: SuccessResult,
+  loop: ToolLoop | undefined,
+  input: RoutedCallInput,
+): Response {
+  recordServingAttempt(context, first)
+  const encode = dialect.encodeStream(context, deps, parsed, { step: first.step, replyKind: first.replyKind })
+  const end = trackStream(context, deps)
+  const parts = loop
+    ? loopParts(first, loop, input, end)
+    : roundParts(first, () => {
+        first.controller.abort('client-closed')
+        end(499, 'client_closed')
+      })
+  context.headers['content-type'] = 'text/event-stream; charset=utf-8'
+  context.headers['cache-control'] = 'no-cache'
+  return new Response(parts.pipeThrough(tapParts(context, end)).pipeThrough(encode), { status: 200, headers: context.responseHeaders() })
+}
+
+/** The error part a stream ends with when its next round cannot start (SPEC: `deadline_exceeded` past the deadline). */
+function roundFailure(result: Exclude<RunResult, { kind: 'success' }>): StreamPart {
+  if (result.kind === 'relay') return { type: 'error', code: 'upstream_error', message: upstreamMessage(result.body) ?? `The gateway answered HTTP ${result.status}.` }
+  return { type: 'error', code: result.error.code, message: result.error.message }
+}
+
+/**
+ * The parts of a streamed tool loop: each round's prose and reasoning go out as they come; its tool
+ * calls are held until the round ends — then either run (all the stages' own: the next round's
+ * parts follow) or sent as they are with the finish (a client tool among them, or no round left).
+ * One `start`, one `finish` with the usage of every round.
+ */
+function loopParts(first: SuccessResult, loop: ToolLoop, input: RoutedCallInput, end: (status: number, code: string | undefined) => void): ReadableStream<StreamPart> {
+  let current = first
+  let reader = roundParts(current, undefined).getReader()
+  let cancelled = false
+  let usage: Usage | undefined
+  let sentProse = false
+  let roundText = ''
+  let held: StreamPart[] = []
+  let calls: ToolCallRequest[] = []
+  return new ReadableStream<StreamPart>({
+    async pull(controller) {
+      for (;;) {
+        const { value: part, done } = await reader.read()
+        if (done) return controller.close()
+        switch (part.type) {
+          case 'start':
+            if (loop.round > 1) continue
+            controller.enqueue(part)
+            return
+          case 'text-delta':
+            if (roundText === '' && sentProse) controller.enqueue({ type: 'text-delta', delta: roundSeparator })
+            roundText += part.delta
+            sentProse = true
+            controller.enqueue(part)
+            return
+          case 'tool-input-start':
+            held.push(part)
+            calls[part.index] = { id: part.id, name: part.name, arguments: '' }
+            continue
+          case 'tool-input-delta': {
+            held.push(part)
+            const call = calls[part.index]
+            if (call) call.arguments += part.delta
+            continue
+          }
+          case 'finish': {
+            usage = addUsage(usage, part.usage)
+            const made = calls.filter((call) => call !== undefined)
+            if (loop.runsCalls(made)) {
+              const next = await loop.nextRound(roundText, made, input)
+              if (cancelled) {
+                if (next.kind === 'success') next.controller.abort('client-closed')
+                return
+              }
+              if (next.kind !== 'success') {
+                controller.enqueue(roundFailure(next))
+                return controller.close()
+              }
+              current = next
+              reader = roundParts(next, undefined).getReader()
+              roundText = ''
+              held = []
+              calls = []
+              continue
+            }
+            for (const heldPart of held) controller.enqueue(heldPart)
+            controller.enqueue({ type: 'finish', reason: part.reason, usage })
+            continue
+          }
+          default:
+            controller.enqueue(part)
+            return
+        }
+      }
+    },
+    cancel() {
+      cancelled = true
+      loop.hangUp.abort()
+      current.controller.abort('client-closed')
+      reader.cancel().catch(() => {})
+      end(499, 'client_closed')
+    },
+  })
+}
