@@ -196,11 +196,10 @@ function addUsage(sum: Usage | undefined, usage: Usage | undefined): Usage | und
 
 const joinProse = (before: string, after: string) => (before && after ? before + roundSeparator + after : before || after)
 
-/** The rounds so far and a later round as one reply: prose in order, usage summed, the later round's ids and ending. */
+/** The rounds so far and a later round as one reply: prose in order, usage summed, the later round's id, times and ending. */
 function mergeRounds(before: AssistantResult, after: AssistantResult): AssistantResult {
   return {
     ...after,
-    created: before.created,
     text: joinProse(before.text, after.text),
     reasoning: joinProse(before.reasoning, after.reasoning),
     usage: addUsage(addUsage(undefined, before.usage), after.usage),

@@ -43,8 +43,10 @@ function resolveChain(context: RequestContext, deps: InferenceDeps, id: unknown,
     if (!provider.gateway.capabilities.retrieve || !claims.upstreamId) {
       throw new RouterError('responses_retrieve_unsupported', `The gateway ${provider.gateway.id} does not serve response retrieval.`)
     }
-  } else if (!provider.gateway.capabilities.chain || !claims.upstreamId) {
+  } else if (!provider.gateway.capabilities.chain) {
     throw new RouterError('response_chain_unsupported_target', `The gateway ${provider.gateway.id} does not store responses; this response cannot be chained.`)
+  } else if (!claims.upstreamId) {
+    throw new RouterError('response_chain_unsupported_target', 'This response was written by the service (a streamed answer that ran server tools), so no gateway holds its state; it cannot be chained.')
   }
   return { claims, provider }
 }

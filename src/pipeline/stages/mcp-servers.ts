@@ -138,8 +138,8 @@ export class McpServers {
 
   /**
    * The server's tools for a request: a fresh list at once; a list older than five minutes at once
-   * while it is refreshed behind; nothing cached: listed now, within `waitMs`. Undefined while the
-   * server is down (tried again after 30 s).
+   * while it is refreshed behind; never listed: listed now, within `waitMs` (3 s at most). Undefined
+   * while the server is down (a listing failed: tried again behind the requests after 30 s).
    */
   async tools(server: McpServerEntry, waitMs: number): Promise<McpTool[] | undefined> {
     const state = this.state(server)
@@ -148,7 +148,11 @@ export class McpServers {
       if (now - state.listedAt >= toolListLifetimeMs) void this.list(server, state)
       return state.tools
     }
-    if (state.failedAt !== 0 && now - state.failedAt < downRetryMs) return undefined
+    // A server that was down is tried again behind the requests (never on one's path), every 30 s.
+    if (state.failedAt !== 0) {
+      if (now - state.failedAt >= downRetryMs) void this.list(server, state)
+      return undefined
+    }
     if (waitMs <= 0) return undefined
     const listing = this.list(server, state)
     let timer: ReturnType<typeof setTimeout> | undefined
