@@ -149,6 +149,7 @@ async function main() {
     await Promise.race([server.stop(false), Bun.sleep(30_000)])
     await stopScheduler()
     runtime.logQueue.stop()
+    runtime.mcpServers.close()
     await checkpoints.stop()
     runtime.storage.close()
     process.exit(0)

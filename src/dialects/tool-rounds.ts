@@ -32,16 +32,23 @@ export function clientToolNames(body: Json): Set<string> {
 }
 
 function chatTool(tool: ToolSpec): Json {
-  return { type: 'function', function: { name: tool.name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: tool.parameters } }
+  // Not strict: MCP schemas are not written for strict mode (optional fields, open objects).
+  return { type: 'function', function: { name: tool.name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: tool.parameters, strict: false } }
 }
 
 function responsesTool(tool: ToolSpec): Json {
   return { type: 'function', name: tool.name, ...(tool.description !== undefined ? { description: tool.description } : {}), parameters: tool.parameters, strict: false }
 }
 
-/** A chat body with the tools offered and the finished rounds appended. */
-export function extendChatBody(body: Json, tools: readonly ToolSpec[], rounds: readonly FinishedRound[]): Json {
+/**
+ * A chat body with the tools offered and the finished rounds appended. `last`: the last round the
+ * loop allows, where the model must answer in prose (`tool_choice: none`). A stream asks for usage,
+ * which the loop sums over rounds.
+ */
+export function extendChatBody(body: Json, tools: readonly ToolSpec[], rounds: readonly FinishedRound[], last: boolean): Json {
   const extended: Json = { ...body, tools: [...(Array.isArray(body.tools) ? body.tools : []), ...tools.map(chatTool)] }
+  if (last) extended.tool_choice = 'none'
+  if (body.stream === true) extended.stream_options = { ...(typeof body.stream_options === 'object' && body.stream_options !== null ? body.stream_options : {}), include_usage: true }
   if (rounds.length > 0) {
     const messages = [...(body.messages as unknown[])]
     for (const round of rounds) {
@@ -57,9 +64,10 @@ export function extendChatBody(body: Json, tools: readonly ToolSpec[], rounds: r
   return extended
 }
 
-/** A Responses body with the tools offered and the finished rounds appended as input items. */
-export function extendResponsesBody(body: Json, tools: readonly ToolSpec[], rounds: readonly FinishedRound[]): Json {
+/** A Responses body with the tools offered and the finished rounds appended as input items (`last` as for chat). */
+export function extendResponsesBody(body: Json, tools: readonly ToolSpec[], rounds: readonly FinishedRound[], last: boolean): Json {
   const extended: Json = { ...body, tools: [...(Array.isArray(body.tools) ? body.tools : []), ...tools.map(responsesTool)] }
+  if (last) extended.tool_choice = 'none'
   if (rounds.length > 0) {
     const input: unknown[] = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : [...(body.input as unknown[])]
     for (const round of rounds) {

@@ -68,8 +68,14 @@ export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
   readonly relaysReply: boolean
   /** An upstream error that is not retried, answered in the dialect's envelope. */
   errorEnvelope(context: RequestContext, deps: InferenceDeps, result: RelayResult, parsed: P): Response
-  /** The answer when no stage applies and the upstream speaks the client's dialect (bytes passed through); undefined: translate. */
-  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P): Response | undefined
+  /**
+   * The answer when the upstream speaks the client's dialect and nothing was changed in it (no stage
+   * applies, or a tool loop's first round ended without a server tool call): bytes passed through.
+   * `hiddenTools`: tools the service offered, not echoed back. Undefined: translate.
+   */
+  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P, hiddenTools?: ReadonlySet<string>): Response | undefined
+  /** Called with the attempt that answers, before anything of the answer is written (headers that name it). */
+  served?(context: RequestContext, served: Served): void
   /** The buffered reply in the dialect (may throw UntranslatableReply). */
   writeReply(context: RequestContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown
   /** Stream parts → the dialect's SSE. */
@@ -126,8 +132,10 @@ class ToolLoop {
   private readonly finished: FinishedRound[] = []
   private readonly tools: OfferedTool[] = []
   private readonly owners = new Map<string, ActiveStage>()
-  /** Aborts tool calls and later rounds' model calls when the client goes away mid-answer. */
+  /** Aborts tool calls and later rounds' model calls when the client goes away mid-answer (a stream's cancel). */
   readonly hangUp = new AbortController()
+  /** `hangUp`, or the client's own signal: what tool calls and later rounds listen to. */
+  private signal: AbortSignal | undefined
 
   private constructor(
     private readonly context: RequestContext,
@@ -146,32 +154,59 @@ class ToolLoop {
 
   static async start(context: RequestContext, deps: InferenceDeps, parsed: ParsedRequest, applicable: readonly EnrichmentStage[]): Promise<ToolLoop | undefined> {
     const deadlineAt = context.startedAt + deps.config.deadlineMs
+    const started = performance.now()
     const active = await startStages(applicable, { context, deps, clientToolNames: clientToolNames(parsed.upstreamBody), deadlineAt })
+    // Waiting on tool servers is waiting on the outside, like an upstream: not the router's overhead.
+    context.upstreamWaitMs += performance.now() - started
     return active ? new ToolLoop(context, deps, active, deadlineAt) : undefined
+  }
+
+  /** The names of the tools the loop offered: never echoed back to the client. */
+  get offeredNames(): ReadonlySet<string> {
+    return new Set(this.owners.keys())
   }
 
   /** An attempt's upstream call with the offered tools and the finished rounds (a new body; the client's bytes no longer apply). */
   extend(call: UpstreamCall): UpstreamCall {
-    const body = call.suffix === '/responses' ? extendResponsesBody(call.body, this.tools, this.finished) : extendChatBody(call.body, this.tools, this.finished)
+    const last = this.round >= maxModelRounds
+    const body = call.suffix === '/responses' ? extendResponsesBody(call.body, this.tools, this.finished, last) : extendChatBody(call.body, this.tools, this.finished, last)
     return { suffix: call.suffix, body }
   }
 
-  /** Whether the loop goes on after a round with these calls: some, all the stages' own, and a round left. */
-  runsCalls(calls: readonly ToolCallRequest[]): boolean {
-    if (calls.length === 0 || this.round >= maxModelRounds) return false
+  /** Whether every one of these calls (some) is to a tool the stages run. */
+  ownsAll(calls: readonly ToolCallRequest[]): boolean {
+    if (calls.length === 0) return false
     for (const call of calls) if (!this.owners.has(call.name)) return false
     return true
   }
 
+  /** Whether the loop goes on after a round with these calls: all the stages' own, and a round left. */
+  runsCalls(calls: readonly ToolCallRequest[]): boolean {
+    return this.round < maxModelRounds && this.ownsAll(calls)
+  }
+
+  /**
+   * Server calls the last round made anyway (it was asked to answer without tools): never shown to
+   * the client, who cannot answer them; the round ends as an answer.
+   */
+  strayCalls(calls: readonly ToolCallRequest[]): boolean {
+    return this.round >= maxModelRounds && this.ownsAll(calls)
+  }
+
+  private listen(clientSignal: AbortSignal | undefined): AbortSignal {
+    return (this.signal ??= clientSignal ? AbortSignal.any([clientSignal, this.hangUp.signal]) : this.hangUp.signal)
+  }
+
   /** Runs a round's calls in parallel, appends the round, and makes the next model call (a routed call of its own). */
   async nextRound(text: string, calls: readonly ToolCallRequest[], input: RoutedCallInput): Promise<RunResult> {
-    const signal = this.hangUp.signal
+    const signal = this.listen(input.clientSignal)
+    const started = performance.now()
     const results = await Promise.all(calls.map((call) => this.owners.get(call.name)!.runTool(call, this.deadlineAt, signal)))
+    this.context.upstreamWaitMs += performance.now() - started
     this.finished.push({ text, calls: calls.map((call, index) => ({ id: call.id, name: call.name, arguments: call.arguments, result: results[index]! })) })
     this.round++
     this.record()
-    const clientSignal = input.clientSignal ? AbortSignal.any([input.clientSignal, signal]) : signal
-    return runRoutedCall(this.context, this.deps, { ...input, clientSignal })
+    return runRoutedCall(this.context, this.deps, { ...input, clientSignal: signal })
   }
 
   /** The log row's record of the stages, current after every round. */
@@ -192,6 +227,12 @@ function addUsage(sum: Usage | undefined, usage: Usage | undefined): Usage | und
     ...(sum.reasoningTokens !== undefined || usage.reasoningTokens !== undefined ? { reasoningTokens: (sum.reasoningTokens ?? 0) + (usage.reasoningTokens ?? 0) } : {}),
     ...(sum.cachedInputTokens !== undefined || usage.cachedInputTokens !== undefined ? { cachedInputTokens: (sum.cachedInputTokens ?? 0) + (usage.cachedInputTokens ?? 0) } : {}),
   }
+}
+
+function setTokens(context: RequestContext, usage: Usage | undefined) {
+  if (!usage) return
+  context.inputTokens = usage.inputTokens
+  context.outputTokens = usage.outputTokens
 }
 
 const joinProse = (before: string, after: string) => (before && after ? before + roundSeparator + after : before || after)
@@ -234,12 +275,16 @@ async function bufferedAnswer<P extends ParsedRequest>(
   let before: AssistantResult | undefined
   for (;;) {
     recordServingAttempt(context, result)
+    const served = { step: result.step, replyKind: result.replyKind }
+    dialect.served?.(context, served)
     let reply: AssistantResult
     try {
       reply = readRound(result)
     } catch (error) {
       return untranslatable(context, deps, result, error)
     }
+    // The rounds' usage so far is what the log keeps even if a later round fails: it was billed.
+    setTokens(context, addUsage(addUsage(undefined, before?.usage), reply.usage))
     if (loop?.runsCalls(reply.toolCalls)) {
       const round = { ...reply, toolCalls: [] }
       before = before ? mergeRounds(before, round) : round
@@ -249,14 +294,17 @@ async function bufferedAnswer<P extends ParsedRequest>(
       result = next
       continue
     }
-    const answer = before ? mergeRounds(before, reply) : reply
-    if (answer.usage) {
-      context.inputTokens = answer.usage.inputTokens
-      context.outputTokens = answer.usage.outputTokens
+    // A first round that called no server tool is the upstream's answer as it came: passed through
+    // where the client speaks the upstream's dialect (what a translation would lose, kept).
+    if (!before && loop && dialect.passThrough) {
+      const passed = dialect.passThrough(context, deps, result, parsed, loop.offeredNames)
+      if (passed) return passed
     }
+    if (loop?.strayCalls(reply.toolCalls)) reply = { ...reply, toolCalls: [], finishReason: reply.finishReason === 'tool_calls' ? 'stop' : reply.finishReason }
+    const answer = before ? mergeRounds(before, reply) : reply
     let body: unknown
     try {
-      body = dialect.writeReply(context, deps, answer, parsed, { step: result.step, replyKind: result.replyKind })
+      body = dialect.writeReply(context, deps, answer, parsed, served)
     } catch (error) {
       return untranslatable(context, deps, result, error)
     }
@@ -304,10 +352,12 @@ function streamedAnswer<P extends ParsedRequest>(
   input: RoutedCallInput,
 ): Response {
   recordServingAttempt(context, first)
-  const encode = dialect.encodeStream(context, deps, parsed, { step: first.step, replyKind: first.replyKind })
+  const served = { step: first.step, replyKind: first.replyKind }
+  dialect.served?.(context, served)
+  const encode = dialect.encodeStream(context, deps, parsed, served)
   const end = trackStream(context, deps)
   const parts = loop
-    ? loopParts(first, loop, input, end)
+    ? loopParts(context, deps, first, loop, input, end)
     : roundParts(first, () => {
         first.controller.abort('client-closed')
         end(499, 'client_closed')
@@ -326,10 +376,11 @@ function roundFailure(result: Exclude<RunResult, { kind: 'success' }>): StreamPa
 /**
  * The parts of a streamed tool loop: each round's prose and reasoning go out as they come; its tool
  * calls are held until the round ends — then either run (all the stages' own: the next round's
- * parts follow) or sent as they are with the finish (a client tool among them, or no round left).
- * One `start`, one `finish` with the usage of every round.
+ * parts follow) or sent as they are with the finish (a client tool among them). One `start`, one
+ * `finish` with the usage of every round. A failure inside ends the stream with an `error` part,
+ * never a broken pipe.
  */
-function loopParts(first: SuccessResult, loop: ToolLoop, input: RoutedCallInput, end: (status: number, code: string | undefined) => void): ReadableStream<StreamPart> {
+function loopParts(context: RequestContext, deps: InferenceDeps, first: SuccessResult, loop: ToolLoop, input: RoutedCallInput, end: (status: number, code: string | undefined) => void): ReadableStream<StreamPart> {
   let current = first
   let reader = roundParts(current, undefined).getReader()
   let cancelled = false
@@ -338,60 +389,89 @@ function loopParts(first: SuccessResult, loop: ToolLoop, input: RoutedCallInput,
   let roundText = ''
   let held: StreamPart[] = []
   let calls: ToolCallRequest[] = []
+
+  /** After a round's finish: true when the next round's parts follow; false when the stream ended (or was left). */
+  const goOn = async (controller: ReadableStreamDefaultController<StreamPart>, made: ToolCallRequest[]): Promise<boolean> => {
+    const next = await loop.nextRound(roundText, made, input)
+    if (cancelled || (next.kind === 'failed' && next.clientClosed)) {
+      if (next.kind === 'success') next.controller.abort('client-closed')
+      if (!cancelled) {
+        end(499, 'client_closed')
+        controller.close()
+      }
+      return false
+    }
+    if (next.kind !== 'success') {
+      controller.enqueue(roundFailure(next))
+      controller.close()
+      return false
+    }
+    // The finished round's stream is let go before the next one is read.
+    reader.cancel().catch(() => {})
+    current = next
+    reader = roundParts(next, undefined).getReader()
+    roundText = ''
+    held = []
+    calls = []
+    return true
+  }
+
+  const step = async (controller: ReadableStreamDefaultController<StreamPart>): Promise<void> => {
+    for (;;) {
+      const { value: part, done } = await reader.read()
+      if (done) return controller.close()
+      switch (part.type) {
+        case 'start':
+          if (loop.round > 1) continue
+          controller.enqueue(part)
+          return
+        case 'text-delta':
+          if (roundText === '' && sentProse) controller.enqueue({ type: 'text-delta', delta: roundSeparator })
+          roundText += part.delta
+          sentProse = true
+          controller.enqueue(part)
+          return
+        case 'tool-input-start':
+          held.push(part)
+          calls[part.index] = { id: part.id, name: part.name, arguments: '' }
+          continue
+        case 'tool-input-delta': {
+          held.push(part)
+          const call = calls[part.index]
+          if (call) call.arguments += part.delta
+          continue
+        }
+        case 'finish': {
+          usage = addUsage(usage, part.usage)
+          // What the log keeps if a later round fails: the rounds so far were billed.
+          setTokens(context, usage)
+          const made = calls.filter((call) => call !== undefined)
+          if (loop.runsCalls(made)) {
+            if (await goOn(controller, made)) continue
+            return
+          }
+          const stray = loop.strayCalls(made)
+          if (!stray) for (const heldPart of held) controller.enqueue(heldPart)
+          controller.enqueue({ type: 'finish', reason: stray && part.reason === 'tool_calls' ? 'stop' : part.reason, usage })
+          continue
+        }
+        default:
+          controller.enqueue(part)
+          return
+      }
+    }
+  }
+
   return new ReadableStream<StreamPart>({
     async pull(controller) {
-      for (;;) {
-        const { value: part, done } = await reader.read()
-        if (done) return controller.close()
-        switch (part.type) {
-          case 'start':
-            if (loop.round > 1) continue
-            controller.enqueue(part)
-            return
-          case 'text-delta':
-            if (roundText === '' && sentProse) controller.enqueue({ type: 'text-delta', delta: roundSeparator })
-            roundText += part.delta
-            sentProse = true
-            controller.enqueue(part)
-            return
-          case 'tool-input-start':
-            held.push(part)
-            calls[part.index] = { id: part.id, name: part.name, arguments: '' }
-            continue
-          case 'tool-input-delta': {
-            held.push(part)
-            const call = calls[part.index]
-            if (call) call.arguments += part.delta
-            continue
-          }
-          case 'finish': {
-            usage = addUsage(usage, part.usage)
-            const made = calls.filter((call) => call !== undefined)
-            if (loop.runsCalls(made)) {
-              const next = await loop.nextRound(roundText, made, input)
-              if (cancelled) {
-                if (next.kind === 'success') next.controller.abort('client-closed')
-                return
-              }
-              if (next.kind !== 'success') {
-                controller.enqueue(roundFailure(next))
-                return controller.close()
-              }
-              current = next
-              reader = roundParts(next, undefined).getReader()
-              roundText = ''
-              held = []
-              calls = []
-              continue
-            }
-            for (const heldPart of held) controller.enqueue(heldPart)
-            controller.enqueue({ type: 'finish', reason: part.reason, usage })
-            continue
-          }
-          default:
-            controller.enqueue(part)
-            return
-        }
+      try {
+        await step(controller)
+      } catch (error) {
+        if (cancelled) return
+        current.controller.abort('unusable')
+        controller.enqueue({ type: 'error', code: 'internal', message: 'The answer could not be completed.' })
+        controller.close()
+        deps.logger.error('tool_loop_failed', { request_id: context.requestId, error: error instanceof Error ? error.message : String(error) })
       }
     },
     cancel() {

@@ -46,6 +46,8 @@ export class RequestContext {
   enrichment: string | undefined
   /** Set when the response headers are ready (overhead = ready - start - upstream wait). */
   readyAt: number | undefined
+  /** The upstream wait when a stream's headers went out: later waits (a tool loop's next rounds) are not before them. */
+  waitAtReady: number | undefined
   /** End times of the stages (performance.now(); 0 = not reached), written to the log as durations. */
   private authAt = 0
   private bodyAt = 0
@@ -97,7 +99,7 @@ export class RequestContext {
 
   overheadMs(): number | undefined {
     if (this.readyAt === undefined) return undefined
-    return Math.max(0, this.readyAt - this.startedAt - this.upstreamWaitMs)
+    return Math.max(0, this.readyAt - this.startedAt - (this.waitAtReady ?? this.upstreamWaitMs))
   }
 
   /**

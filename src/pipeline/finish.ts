@@ -67,6 +67,7 @@ export function recordServingAttempt(context: RequestContext, result: Exclude<Ru
 /** Counts a stream in flight; the returned function logs its end once (status and error code). */
 export function trackStream(context: RequestContext, deps: InferenceDeps): (status: number, code: string | undefined) => void {
   context.readyAt = performance.now()
+  context.waitAtReady = context.upstreamWaitMs
   deps.metrics.inFlightStreams++
   let logged = false
   return (status, code) => {

@@ -46,7 +46,7 @@ function resolveChain(context: RequestContext, deps: InferenceDeps, id: unknown,
   } else if (!provider.gateway.capabilities.chain) {
     throw new RouterError('response_chain_unsupported_target', `The gateway ${provider.gateway.id} does not store responses; this response cannot be chained.`)
   } else if (!claims.upstreamId) {
-    throw new RouterError('response_chain_unsupported_target', 'This response was written by the service (a streamed answer that ran server tools), so no gateway holds its state; it cannot be chained.')
+    throw new RouterError('response_chain_unsupported_target', 'This response was written by the service (a streamed answer on a key with MCP tools), so no gateway holds its state; it cannot be chained.')
   }
   return { claims, provider }
 }
@@ -76,8 +76,11 @@ function idIssuer(deps: InferenceDeps, providerKeyId: string, keyId: string): Is
  * gateway's own ids stay on the upstream wire): `id`, and `previous_response_id` as the id the client
  * chained from. A previous id we cannot name is not passed on.
  */
-function rewriteResponse(value: Json, id: string, previousId: string | null): Json {
-  return { ...value, id, previous_response_id: value.previous_response_id === undefined ? undefined : previousId }
+function rewriteResponse(value: Json, id: string, previousId: string | null, hiddenTools?: ReadonlySet<string>): Json {
+  const rewritten: Json = { ...value, id, previous_response_id: value.previous_response_id === undefined ? undefined : previousId }
+  // The echoed request tools are the client's own: tools the service offered (MCP) are not shown.
+  if (hiddenTools && Array.isArray(value.tools)) rewritten.tools = value.tools.filter((tool: unknown) => !(isObject(tool) && typeof tool.name === 'string' && hiddenTools.has(tool.name)))
+  return rewritten
 }
 
 function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'success' }>, issueId: IssueId, previousId: string | null, request: Json): ReadableStream<Uint8Array> {
@@ -248,7 +251,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     }
     return relayUpstreamError(context, deps, result)
   },
-  passThrough(context, deps, result, parsed) {
+  passThrough(context, deps, result, parsed, hiddenTools) {
     // A target served by translation to chat is answered by the generic path (decode → encode).
     if (result.replyKind !== 'response') return undefined
     const issueId = idIssuer(deps, result.step.provider.id, context.key!.id)
@@ -271,17 +274,16 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
       context.outputTokens = Number(value.usage.output_tokens) || 0
     }
     context.headers['content-type'] = 'application/json'
-    const response = rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId)
+    const response = rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, hiddenTools)
     return finishWith(context, deps, new Response(JSON.stringify(response), { status: 200, headers: context.responseHeaders() }))
   },
+  served: (context, served) => setMode(context, served.step.provider),
   writeReply(context, deps, reply, parsed, served) {
-    setMode(context, served.step.provider)
     // A native gateway's last response holds the whole exchange: our id for it can anchor a chain.
     const native = served.replyKind === 'response'
     return writeResponseObject(reply, responseShell(deps, context, parsed, served, native ? reply.id : undefined, native ? reply.created : undefined))
   },
   encodeStream(context, deps, parsed, served) {
-    setMode(context, served.step.provider)
     // The id is named in the first event, before the answer's last round is known: not chainable.
     return encodeResponsesStream(responseShell(deps, context, parsed, served))
   },

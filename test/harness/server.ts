@@ -78,6 +78,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
     async [Symbol.asyncDispose]() {
       await server.stop(true)
       runtime.logQueue.stop()
+      runtime.mcpServers.close()
       runtime.storage.close()
       rmSync(dataDir, { recursive: true, force: true })
     },

@@ -11,6 +11,7 @@
  */
 import { describe, expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
+import { join } from 'node:path'
 import Anthropic from '@anthropic-ai/sdk'
 import { GoogleGenAI } from '@google/genai'
 import OpenAI from 'openai'
@@ -315,7 +316,7 @@ describe('the MCP test server (harness)', () => {
 })
 
 describe('offering the tools', () => {
-  test('chat upstream: client tools first, then each MCP tool as a function tool named mcp__<server>__<tool> with its description and schema', async () => {
+  test('chat upstream: client tools first, then each MCP tool as a non-strict function tool named mcp__<server>__<tool> with its description and schema', async () => {
     await using env = await startEnv()
     const key = await toolKey(env, 'chat')
     const listed = await env.mcp.listTools()
@@ -324,7 +325,7 @@ describe('offering the tools', () => {
     const body = chatCalls(env)[0]!.body
     expect(body.tools[0]).toEqual(weatherChatTool)
     expect(body.tools.slice(1)).toEqual(
-      listed.map((tool) => ({ type: 'function', function: { name: `mcp__${SERVER_NAME}__${tool.name}`, description: tool.description, parameters: tool.inputSchema } })),
+      listed.map((tool) => ({ type: 'function', function: { name: `mcp__${SERVER_NAME}__${tool.name}`, description: tool.description, parameters: tool.inputSchema, strict: false } })),
     )
     expect(env.mcp.calls).toEqual([])
   })
@@ -364,6 +365,26 @@ describe('offering the tools', () => {
     for (const name of names) expect(name.startsWith(`mcp__${SERVER_NAME}__`)).toBe(true)
     expect(names.some((name) => name.includes('down'))).toBe(false)
     expect(env.mcp.callCount('add')).toBe(1)
+  })
+
+  test('a server that goes away after its tools were listed: the call is an error text for the model, the answer goes on, and its tools are no longer offered', async () => {
+    await using env = await startEnv()
+    mockOf(env).handle(scriptedModel(addThenAnswer))
+    const key = await toolKey(env, 'chat')
+    const client = openai(env, key.secret)
+    expect((await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'What is 2+3?' }] })).choices[0]!.message.content).toBe(mergedAnswer)
+    await env.mcp.close()
+    const broken = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'What is 2+3?' }] })
+    expect(broken.choices[0]!.message.content).toBe(mergedAnswer)
+    const toolMessage = chatCalls(env).at(-1)!.body.messages.at(-1)
+    expect(toolMessage.role).toBe('tool')
+    expect(toolMessage.content).toStartWith('Error: the MCP server could not be reached')
+    // The next request is served as a plain one: nothing offered, one upstream call.
+    const before = chatCalls(env).length
+    const plain = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] })
+    expect(plain.choices[0]!.message.content).toBe('Let me add.')
+    expect(chatCalls(env)).toHaveLength(before + 1)
+    expect(chatCalls(env).at(-1)!.body.tools).toBeUndefined()
   })
 
   test('a key with tools, on Responses-native upstream: {type:function, name, description, parameters} after the client tools', async () => {
@@ -621,6 +642,62 @@ describe('/v1/chat/completions (chat key)', () => {
     expect(chatCalls(env)).toHaveLength(8)
     expect(env.mcp.callCount('add')).toBe(7)
     expect((await enrichmentOf(env.server, key.id)).mcp.rounds).toBe(8)
+    // The eighth round is asked to answer in prose; a model that calls the server's tool anyway has
+    // that call dropped: the client never sees a tool it did not offer.
+    expect(chatCalls(env).map((call) => call.body.tool_choice)).toEqual([undefined, undefined, undefined, undefined, undefined, undefined, undefined, 'none'])
+    const message = result.json.choices[0].message
+    expect(message.tool_calls ?? []).toEqual([])
+    expect(result.json.choices[0].finish_reason).toBe('stop')
+    expect(message.content).toBe(Array.from({ length: 8 }, (_, round) => `Round ${round}.`).join('\n\n'))
+    expect(result.json.usage.prompt_tokens).toBe(8 * U1.input)
+
+    const streamed = await openai(env, key.secret).chat.completions.stream({ model: MODEL, messages: [{ role: 'user', content: 'Loop' }] }).finalChatCompletion()
+    expect(streamed.choices[0]!.message.tool_calls ?? []).toEqual([])
+    expect(streamed.choices[0]!.finish_reason).toBe('stop')
+  })
+
+  test('a first round without a server tool call is the upstream answer as it came (vendor fields kept)', async () => {
+    await using env = await startEnv()
+    const key = await toolKey(env, 'chat')
+    mockOf(env).handle((request) => (request.path.endsWith('/chat/completions') ? { json: { ...chatTurnCompletion(request.body, 0, { text: 'Plain.', usage: U1 }), system_fingerprint: 'fp_vendor' } } : undefined))
+    const result = await httpCall(env.server, 'POST', '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'hi' }] }, bearerHeader(key.secret))
+    expect(result.status).toBe(200)
+    expect(result.json.system_fingerprint).toBe('fp_vendor')
+    expect(result.json.choices[0].message.content).toBe('Plain.')
+    expect(chatCalls(env)[0]!.body.tools.length).toBeGreaterThan(0)
+  })
+
+  test('a later round that fails: the answer is the failure, and the tokens of the rounds that ran are logged', async () => {
+    await using env = await startEnv()
+    const key = await toolKey(env, 'chat')
+    mockOf(env).handle((request) => {
+      if (!request.path.endsWith('/chat/completions')) return undefined
+      if (chatRound(request.body) === 0) return { json: chatTurnCompletion(request.body, 0, addThenAnswer[0]!) }
+      return { status: 400, json: { error: { message: 'context too long', type: 'invalid_request_error' } } }
+    })
+    const result = await httpCall(env.server, 'POST', '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'What is 2+3?' }] }, bearerHeader(key.secret))
+    expect(result.status).toBe(400)
+    expect(result.json.error.message).toBe('context too long')
+    env.server.runtime.logQueue.flush()
+    const database = new Database(join(env.server.dataDir, 'router.db'), { readonly: true })
+    try {
+      const row = database.query('select status, input_tokens, output_tokens, attempts from request_logs where key_id = ?').get(key.id) as Record<string, number>
+      expect(row).toEqual({ status: 400, input_tokens: U1.input, output_tokens: U1.output, attempts: 2 })
+    } finally {
+      database.close()
+    }
+  })
+
+  test('finished MCP requests are never cancelled after the fact (no notifications/cancelled once the answers are in)', async () => {
+    await using env = await startEnv()
+    mockOf(env).handle(scriptedModel(addThenAnswer))
+    const key = await toolKey(env, 'chat')
+    const completion = await openai(env, key.secret).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'What is 2+3?' }] })
+    expect(completion.choices[0]!.message.content).toBe(mergedAnswer)
+    // Past the listing's 3 s limit: a timer left armed would fire now and cancel requests that finished.
+    await Bun.sleep(3300)
+    expect(env.mcp.methods).toContain('tools/call')
+    expect(env.mcp.methods).not.toContain('notifications/cancelled')
   })
 
   test('failover per model call: round 2 fails over to the second target, and the tool is not run again', async () => {

@@ -92,7 +92,8 @@ export function readChatCompletion(value: unknown): AssistantResult {
     reasoning,
     reasoningSignature: signature,
     toolCalls: (Array.isArray(message.tool_calls) ? message.tool_calls : []).map((call, index) => ({
-      id: typeof call?.id === 'string' ? call.id : `call_${index}`,
+      // A made-up id is unique: a tool loop sends several rounds' calls back in one conversation.
+      id: typeof call?.id === 'string' ? call.id : `call_${crypto.randomUUID().slice(0, 8)}_${index}`,
       name: typeof call?.function?.name === 'string' ? call.function.name : '',
       arguments: typeof call?.function?.arguments === 'string' ? call.function.arguments : JSON.stringify(call?.function?.arguments ?? {}),
     })),

@@ -12,7 +12,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { Logger } from '../../observability/logger'
 import type { McpServerEntry } from '../../storage/snapshot'
-import { fetchOutboundTarget, resolveOutboundTarget } from '../../management/outbound-target'
+import { fetchOutboundTarget, OutboundTargetRefused, resolveOutboundTarget } from '../../management/outbound-target'
 
 /** The SDK's client, loaded on the first connection: a process whose keys have no MCP server never loads it. */
 let sdk: Promise<[typeof import('@modelcontextprotocol/sdk/client/index.js'), typeof import('@modelcontextprotocol/sdk/client/streamableHttp.js')]> | undefined
@@ -40,6 +40,8 @@ const downRetryMs = 30_000
 const firstListingMs = 3_000
 /** Pages of tools read from one server at most (a server that pages forever is cut off). */
 const maxListPages = 10
+/** JSON-RPC error code of a request the SDK gave up waiting for. */
+const requestTimeoutCode = -32001
 /** A tool result handed to the model is cut to this many characters. */
 const maxResultChars = 100_000
 
@@ -47,36 +49,85 @@ class ServerState {
   tools: McpTool[] | undefined
   listedAt = 0
   failedAt = 0
+  usedAt = Date.now()
   listing: Promise<McpTool[] | undefined> | undefined
   client: Promise<Client> | undefined
   constructor(readonly url: string) {}
 }
 
+/** A server's state is let go (its client closed) when no request used it for this long: a detached server's, say. */
+const idleStateMs = 10 * 60_000
+
 function errorText(error: unknown): string {
+  // A refused address says which address: that stays in the operator's log, not in the model's input.
+  if (error instanceof OutboundTargetRefused) return "the server's address is not allowed"
   const message = error instanceof Error ? error.message : String(error)
   return message.replace(/\s+/g, ' ').slice(0, 500)
 }
 
+/** The numeric `code` of an SDK error: negative for a JSON-RPC error, an HTTP status for a transport one. */
+function errorCode(error: unknown): number | undefined {
+  const code = error instanceof Error && 'code' in error ? (error as { code: unknown }).code : undefined
+  return typeof code === 'number' ? code : undefined
+}
+
+/**
+ * An abort signal for one MCP request: fired by its own timer, or by `linked` (the client hanging
+ * up). Released when the request is done, so neither fires later: the SDK never removes the listener
+ * it puts on the signal, and an abort after the fact would make it send a cancellation for a request
+ * that already finished.
+ */
+function requestSignal(timeoutMs: number, linked?: AbortSignal): { signal: AbortSignal; timedOut: () => boolean; release: () => void } {
+  const controller = new AbortController()
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    controller.abort(new Error(`no answer within ${timeoutMs} ms`))
+  }, timeoutMs)
+  const onAbort = () => controller.abort(linked!.reason)
+  if (linked?.aborted) controller.abort(linked.reason)
+  else linked?.addEventListener('abort', onAbort, { once: true })
+  return {
+    signal: controller.signal,
+    timedOut: () => timedOut,
+    release: () => {
+      clearTimeout(timer)
+      linked?.removeEventListener('abort', onAbort)
+    },
+  }
+}
+
 export class McpServers {
   private readonly states = new Map<string, ServerState>()
+  private sweptAt = Date.now()
 
-  constructor(
-    private readonly options: { allowPrivate: boolean; logger: Logger; version: string },
-  ) {}
+  constructor(private readonly options: { allowPrivate: boolean; logger: Logger; version: string }) {}
 
   private state(server: McpServerEntry): ServerState {
+    const now = Date.now()
+    if (now - this.sweptAt > 60_000) this.sweep(now)
     let state = this.states.get(server.id)
-    // A server whose URL changed (removed and attached again under the same id cannot happen, but
-    // a stale entry must never talk to an old address).
+    // A stale entry must never talk to an old address.
     if (!state || state.url !== server.url) {
-      state?.client?.then((client) => client.close()).catch(() => {})
+      if (state) this.drop(state)
       state = new ServerState(server.url)
       this.states.set(server.id, state)
     }
+    state.usedAt = now
     return state
   }
 
-  private connect(state: ServerState, signal: AbortSignal): Promise<Client> {
+  /** Lets go of servers no request used for ten minutes (detached servers, deleted keys). */
+  private sweep(now: number) {
+    this.sweptAt = now
+    for (const [id, state] of this.states) {
+      if (now - state.usedAt < idleStateMs || state.listing) continue
+      this.drop(state)
+      this.states.delete(id)
+    }
+  }
+
+  private connect(state: ServerState): Promise<Client> {
     if (state.client) return state.client
     const allowPrivate = this.options.allowPrivate
     const connecting = loadSdk().then(async ([{ Client }, { StreamableHTTPClientTransport }]) => {
@@ -85,7 +136,15 @@ export class McpServers {
         fetch: async (input, init) => fetchOutboundTarget(await resolveOutboundTarget(String(input instanceof Request ? input.url : input), allowPrivate, 'MCP server'), init as BunFetchRequestInit),
       })
       const client = new Client({ name: 'router', version: this.options.version })
-      await client.connect(transport, { signal })
+      const limit = requestSignal(firstListingMs)
+      try {
+        await client.connect(transport, { signal: limit.signal, timeout: firstListingMs })
+      } catch (error) {
+        client.close().catch(() => {})
+        throw error
+      } finally {
+        limit.release()
+      }
       return client
     })
     state.client = connecting
@@ -95,23 +154,31 @@ export class McpServers {
     return connecting
   }
 
-  /** Drops a server's client after a transport failure: the next use connects afresh. */
+  /** Drops a server's client (closing its connections): the next use connects afresh. */
   private drop(state: ServerState) {
     const client = state.client
     state.client = undefined
     client?.then((value) => value.close()).catch(() => {})
   }
 
+  /** The server is down: its tools are not offered until a listing behind the requests finds it back. */
+  private down(server: McpServerEntry, state: ServerState, event: string, error: unknown) {
+    this.drop(state)
+    state.tools = undefined
+    state.failedAt = Date.now()
+    this.options.logger.warn(event, { server_id: server.id, error: error instanceof Error ? error.message.slice(0, 500) : String(error).slice(0, 500) })
+  }
+
   private list(server: McpServerEntry, state: ServerState): Promise<McpTool[] | undefined> {
     if (state.listing) return state.listing
     const listing = (async () => {
-      const signal = AbortSignal.timeout(firstListingMs)
+      const limit = requestSignal(firstListingMs)
       try {
-        const client = await this.connect(state, signal)
+        const client = await this.connect(state)
         const tools: McpTool[] = []
         let cursor: string | undefined
         for (let page = 0; page < maxListPages; page++) {
-          const answer = await client.listTools(cursor ? { cursor } : undefined, { signal, timeout: firstListingMs })
+          const answer = await client.listTools(cursor ? { cursor } : undefined, { signal: limit.signal, timeout: firstListingMs })
           for (const tool of answer.tools) {
             tools.push({ name: tool.name, description: tool.description, inputSchema: tool.inputSchema as Record<string, unknown> })
           }
@@ -123,12 +190,10 @@ export class McpServers {
         state.failedAt = 0
         return tools
       } catch (error) {
-        this.drop(state)
-        state.tools = undefined
-        state.failedAt = Date.now()
-        this.options.logger.warn('mcp_list_failed', { server_id: server.id, error: errorText(error) })
+        this.down(server, state, 'mcp_list_failed', error)
         return undefined
       } finally {
+        limit.release()
         state.listing = undefined
       }
     })()
@@ -139,7 +204,8 @@ export class McpServers {
   /**
    * The server's tools for a request: a fresh list at once; a list older than five minutes at once
    * while it is refreshed behind; never listed: listed now, within `waitMs` (3 s at most). Undefined
-   * while the server is down (a listing failed: tried again behind the requests after 30 s).
+   * while the server is down (a listing or a call could not reach it: tried again behind the
+   * requests after 30 s).
    */
   async tools(server: McpServerEntry, waitMs: number): Promise<McpTool[] | undefined> {
     const state = this.state(server)
@@ -164,26 +230,46 @@ export class McpServers {
     }
   }
 
-  /** Calls one tool; never throws. `timeoutMs` already cut to the request's time left. */
-  async call(server: McpServerEntry, tool: string, args: Record<string, unknown>, timeoutMs: number, signal: AbortSignal): Promise<ToolOutcome> {
+  /**
+   * Calls one tool; never throws. `timeoutMs` is already cut to the request's time left; `hangUp`
+   * fires when the client goes away. A server that lost its session (HTTP 404) is reconnected and
+   * the call sent once more: it never reached the tool.
+   */
+  async call(server: McpServerEntry, tool: string, args: Record<string, unknown>, timeoutMs: number, hangUp: AbortSignal): Promise<ToolOutcome> {
     const started = performance.now()
     const state = this.state(server)
     const done = (text: string, ok: boolean): ToolOutcome => ({ text: text.length > maxResultChars ? text.slice(0, maxResultChars) : text, ok, ms: Math.round((performance.now() - started) * 1000) / 1000 })
     if (timeoutMs <= 0) return done('Error: the request had no time left to run this tool.', false)
-    const limit = AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
+    const limit = requestSignal(timeoutMs, hangUp)
     try {
-      const client = await this.connect(state, limit)
-      const result = await client.callTool({ name: tool, arguments: args }, undefined, { signal: limit, timeout: timeoutMs })
-      const text = resultText(result)
-      return result.isError === true ? done(`Error: ${text || 'the tool reported an error.'}`, false) : done(text, true)
-    } catch (error) {
-      if (limit.aborted && !signal.aborted) return done(`Error: the tool did not answer within ${timeoutMs} ms.`, false)
-      // A JSON-RPC error is the tool's answer; anything else may be a broken connection: reconnect next time.
-      if (!(error instanceof Error && 'code' in error && typeof (error as { code: unknown }).code === 'number')) this.drop(state)
-      return done(`Error: ${errorText(error)}`, false)
+      for (let attempt = 0; ; attempt++) {
+        try {
+          const client = await this.connect(state)
+          // The SDK's own timer is set past ours: ours decides, and is the one released.
+          const result = await client.callTool({ name: tool, arguments: args }, undefined, { signal: limit.signal, timeout: timeoutMs + 1000 })
+          const text = resultText(result)
+          return result.isError === true ? done(`Error: ${text || 'the tool reported an error.'}`, false) : done(text, true)
+        } catch (error) {
+          const code = errorCode(error)
+          if (limit.timedOut() || code === requestTimeoutCode) return done(`Error: the tool did not answer within ${timeoutMs} ms.`, false)
+          if (hangUp.aborted) return done('Error: the request was cancelled.', false)
+          // A JSON-RPC error (negative code) is the tool's answer.
+          if (code !== undefined && code < 0) return done(`Error: ${errorText(error)}`, false)
+          if (code === 404 && attempt === 0) {
+            this.drop(state)
+            continue
+          }
+          // The server or the way to it.
+          this.down(server, state, 'mcp_call_failed', error)
+          return done(`Error: the MCP server could not be reached (${errorText(error)}).`, false)
+        }
+      }
+    } finally {
+      limit.release()
     }
   }
 
+  /** Closes every client (shutdown). */
   close() {
     for (const state of this.states.values()) this.drop(state)
     this.states.clear()
