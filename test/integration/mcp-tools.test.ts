@@ -204,6 +204,17 @@ const addThenAnswer: Turn[] = [
   { text: 'The sum is 5.', usage: U2 },
 ]
 const mergedAnswer = 'Let me add.\n\nThe sum is 5.'
+/** One turn calling a client tool and a server tool: it goes to the client as it is. */
+const mixedTurn: Turn[] = [
+  {
+    text: 'Both.',
+    calls: [
+      { tool: 'get_weather', args: { city: 'Oslo' } },
+      { tool: 'add', args: { a: 2, b: 3 } },
+    ],
+    usage: U1,
+  },
+]
 
 // ---------------------------------------------------------------------------------------------
 // Environment
@@ -577,17 +588,7 @@ describe('/v1/chat/completions (chat key)', () => {
 
   test('a turn mixing a client tool and a server tool goes to the client whole, buffered and streamed; nothing runs', async () => {
     await using env = await startEnv()
-    const mixed: Turn[] = [
-      {
-        text: 'Both.',
-        calls: [
-          { tool: 'get_weather', args: { city: 'Oslo' } },
-          { tool: 'add', args: { a: 2, b: 3 } },
-        ],
-        usage: U1,
-      },
-    ]
-    mockOf(env).handle(scriptedModel(mixed))
+    mockOf(env).handle(scriptedModel(mixedTurn))
     const key = await toolKey(env, 'chat')
     const client = openai(env, key.secret)
     const request = { model: MODEL, messages: [{ role: 'user' as const, content: 'Weather and sum?' }], tools: [weatherChatTool] }
@@ -788,18 +789,7 @@ describe('/v1/responses (chat key)', () => {
 
   test('native upstream: a turn with a client tool and a server tool comes back as function_call items; nothing runs', async () => {
     await using env = await startEnv()
-    mockOf(env).handle(
-      scriptedModel([
-        {
-          text: 'Both.',
-          calls: [
-            { tool: 'get_weather', args: { city: 'Oslo' } },
-            { tool: 'add', args: { a: 2, b: 3 } },
-          ],
-          usage: U1,
-        },
-      ]),
-    )
+    mockOf(env).handle(scriptedModel(mixedTurn))
     const key = await toolKey(env, 'chat')
     const response = await openai(env, key.secret).responses.create({ model: MODEL, input: [{ role: 'user', content: 'Weather and sum?' }], tools: [weatherResponsesTool] })
     const calls = response.output.filter((item) => item.type === 'function_call') as any[]
@@ -884,18 +874,7 @@ describe('/v1/messages (messages key)', () => {
 
   test('a turn with a client tool and a server tool comes back as tool_use blocks, stop_reason tool_use; nothing runs', async () => {
     await using env = await startEnv()
-    mockOf(env).handle(
-      scriptedModel([
-        {
-          text: 'Both.',
-          calls: [
-            { tool: 'get_weather', args: { city: 'Oslo' } },
-            { tool: 'add', args: { a: 2, b: 3 } },
-          ],
-          usage: U1,
-        },
-      ]),
-    )
+    mockOf(env).handle(scriptedModel(mixedTurn))
     const key = await toolKey(env, 'messages')
     const message = await anthropic(env, key.secret).messages.create({
       model: 'anthropic/claude-fx',
