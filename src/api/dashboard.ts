@@ -6,13 +6,16 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from './deps'
 import { catalogStaleAfterMs } from '../gateways/model-catalog'
+import { pricingOfStoredObject } from '../gateways/model-prices'
 
 export function modelMap(deps: AppDeps) {
   const now = Date.now()
-  const models = new Map<string, { id: string; canonical_id: string }[]>()
+  const models = new Map<string, { id: string; canonical_id: string; pricing?: { prompt: number | null; completion: number | null } }[]>()
   for (const row of deps.repositories.gatewayCatalogs.listModels()) {
     const list = models.get(row.gateway) ?? []
-    list.push({ id: row.modelId, canonical_id: row.canonicalId })
+    // Prices where the gateway lists them (USD per token); a side it does not list is null (unknown, never zero).
+    const pricing = pricingOfStoredObject(row.object)
+    list.push({ id: row.modelId, canonical_id: row.canonicalId, ...(pricing ? { pricing: { prompt: pricing.prompt ?? null, completion: pricing.completion ?? null } } : {}) })
     models.set(row.gateway, list)
   }
   return deps.repositories.gatewayCatalogs.listCatalogs().map((catalog) => ({

@@ -26,6 +26,23 @@ describe('app host pages outside /api/v1', () => {
     expect(data.find((entry) => entry.gateway === 'groq').stale).toBe(true)
   })
 
+  test('GET /api/model-map shows the prices a catalog lists (USD per token, string or number); a price not listed is unknown (null or absent), never zero', async () => {
+    await using server = await startTestServer()
+    server.runtime.repositories.gatewayCatalogs.replaceCatalog('openrouter', Date.now(), [
+      { modelId: 'openai/gpt-4o-mini', canonicalId: 'openai/gpt-4o-mini', object: JSON.stringify({ id: 'openai/gpt-4o-mini', pricing: { prompt: '0.00000015', completion: 6e-7 } }) },
+      { modelId: 'openai/gpt-4.1', canonicalId: 'openai/gpt-4.1', object: JSON.stringify({ id: 'openai/gpt-4.1', pricing: { prompt: '0.000002' } }) },
+      { modelId: 'openrouter/auto', canonicalId: 'openrouter/auto', object: JSON.stringify({ id: 'openrouter/auto', pricing: { prompt: '-1', completion: '-1' } }) },
+      { modelId: 'meta-llama/llama-3.1-8b-instruct', canonicalId: 'meta-llama/llama-3.1-8b-instruct', object: JSON.stringify({ id: 'meta-llama/llama-3.1-8b-instruct' }) },
+    ])
+    const { data } = (await (await fetch(`${server.rootUrl}/api/model-map`)).json()) as { data: any[] }
+    const models = Object.fromEntries(data.find((entry) => entry.gateway === 'openrouter').models.map((model: any) => [model.id, model]))
+    expect(models['openai/gpt-4o-mini'].pricing).toEqual({ prompt: 0.00000015, completion: 6e-7 })
+    expect(models['openai/gpt-4.1'].pricing).toEqual({ prompt: 0.000002, completion: null })
+    // OpenRouter's -1 ("variable") and a model without pricing: unknown.
+    expect(models['openrouter/auto'].pricing).toBeUndefined()
+    expect(models['meta-llama/llama-3.1-8b-instruct'].pricing).toBeUndefined()
+  })
+
   test('GET / serves the dashboard page, which reads the management API with a pasted key', async () => {
     await using server = await startTestServer()
     const response = await fetch(`${server.rootUrl}/`)

@@ -24,7 +24,7 @@ export function createGatewayCatalogRepository(db: Db, onWrite: () => void) {
       return db.select().from(gatewayCatalogs).all()
     },
     listModels() {
-      return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId, canonicalId: gatewayModels.canonicalId }).from(gatewayModels).all()
+      return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId, canonicalId: gatewayModels.canonicalId, object: gatewayModels.object }).from(gatewayModels).all()
     },
     listModelIds() {
       return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId }).from(gatewayModels).all()
