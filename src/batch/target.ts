@@ -73,7 +73,7 @@ export async function chooseBatchTarget(input: {
     if (!listing) {
       listing = input.listModels(provider).then((ids) => {
         const exact = new Map(ids.map((id) => [id.toLowerCase(), id]))
-        return { gateway: provider.gateway.id, fetchedAt: now, exact, canonical: new Map() }
+        return { gateway: provider.gateway.id, fetchedAt: now, exact, canonical: new Map(), prices: new Map() }
       })
       live.set(provider.id, listing)
     }

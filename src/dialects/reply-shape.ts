@@ -6,7 +6,7 @@
  */
 import { JsonScan, scanJsonObject } from './json-scan'
 
-export type ReplyKind = 'chat' | 'embeddings' | 'response'
+export type ReplyKind = 'chat' | 'embeddings' | 'response' | 'decision'
 
 /** A 2xx answer that cannot be used: the attempt failed and the next target is tried. */
 export class UnusableReply extends Error {}
@@ -15,8 +15,8 @@ const decoder = new TextDecoder()
 const notJson = 'the body is not JSON (cut short, malformed or a page)'
 
 /** The list field each kind of answer must carry. */
-const listField: Record<ReplyKind, string> = { chat: 'choices', embeddings: 'data', response: 'output' }
-const kindName: Record<ReplyKind, string> = { chat: 'a chat completion', embeddings: 'an embeddings list', response: 'a Response object' }
+const listField: Record<ReplyKind, string> = { chat: 'choices', embeddings: 'data', response: 'output', decision: 'answers' }
+const kindName: Record<ReplyKind, string> = { chat: 'a chat completion', embeddings: 'an embeddings list', response: 'a Response object', decision: 'a decision' }
 
 /** Checks a parsed answer; throws UnusableReply naming what is wrong. */
 export function checkReply(kind: ReplyKind, value: unknown): void {
@@ -29,6 +29,7 @@ const listFieldBytes: Record<ReplyKind, Uint8Array> = {
   chat: new TextEncoder().encode(listField.chat),
   embeddings: new TextEncoder().encode(listField.embeddings),
   response: new TextEncoder().encode(listField.response),
+  decision: new TextEncoder().encode(listField.decision),
 }
 
 /**

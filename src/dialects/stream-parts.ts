@@ -21,7 +21,8 @@ export type StreamPart =
   | { type: 'reasoning-signature'; signature: string }
   | { type: 'tool-input-start'; index: number; id: string; name: string }
   | { type: 'tool-input-delta'; index: number; delta: string }
-  | { type: 'finish'; reason: FinishReason; usage: Usage | undefined }
+  /** `extras`: fields enrichment stages attach to the answer (companion ads, keyterms), placed per dialect. */
+  | { type: 'finish'; reason: FinishReason; usage: Usage | undefined; extras?: Record<string, unknown> }
   | { type: 'error'; message: string; code: string }
 
 /** Marks an upstream body that broke off; decoders turn it into an `error` part. */

@@ -2,6 +2,7 @@
 
 export const errorCodes = {
   invalid_request: { status: 400, type: 'invalid_request_error', message: 'The request is invalid.' },
+  invalid_decision_request: { status: 400, type: 'invalid_request_error', message: 'The decision request is invalid.' },
   invalid_json: { status: 400, type: 'invalid_request_error', message: 'The request body is not valid JSON.' },
   missing_model: { status: 400, type: 'invalid_request_error', message: 'The request body has no `model`.' },
   missing_messages: { status: 400, type: 'invalid_request_error', message: 'The request body needs a non-empty `messages` array.' },

@@ -51,6 +51,8 @@ export const isBatchId = (modelId: string) => modelId.toLowerCase().endsWith(':b
 /** Region-pinned ids carry an `@region` suffix (e.g. `anthropic/claude-sonnet-4@eu`). */
 export const isRegionPinned = (modelId: string) => /@[a-z0-9-]+$/i.test(modelId)
 
+import type { ModelPricing } from './model-prices'
+
 export interface GatewayCatalog {
   gateway: string
   fetchedAt: number
@@ -58,9 +60,11 @@ export interface GatewayCatalog {
   exact: Map<string, string>
   /** modelKey(canonical id) → listed spelling */
   canonical: Map<string, string>
+  /** listed spelling → the prices the catalog lists for it (only models that list any; the decisioner's facts) */
+  prices: Map<string, ModelPricing>
 }
 
-export function buildGatewayCatalog(gateway: string, fetchedAt: number, listedIds: readonly string[]): GatewayCatalog {
+export function buildGatewayCatalog(gateway: string, fetchedAt: number, listedIds: readonly string[], prices: Map<string, ModelPricing> = new Map()): GatewayCatalog {
   const exact = new Map<string, string>()
   const canonical = new Map<string, string>()
   for (const id of listedIds) {
@@ -71,7 +75,7 @@ export function buildGatewayCatalog(gateway: string, fetchedAt: number, listedId
     const ownKey = modelKey(id)
     if (!canonical.has(ownKey)) canonical.set(ownKey, id)
   }
-  return { gateway, fetchedAt, exact, canonical }
+  return { gateway, fetchedAt, exact, canonical, prices }
 }
 
 /** The gateway's spelling of a requested id, or undefined when its catalog does not list it. */

@@ -80,6 +80,8 @@ export class Metrics {
   /** upstream attempts by gateway, then outcome */
   private readonly attempts = new LabelledCounter<string>()
   private readonly failovers = new LabelledCounter<string>()
+  /** enrichment stage outcomes (companion ads, keyterm links) by stage, then outcome */
+  private readonly enrichment = new LabelledCounter<string>()
   private readonly upstreamLatency = new Map<string, Histogram>()
   private readonly addedLatency = new Histogram()
   private readonly tokens = new TokenCounter()
@@ -102,6 +104,10 @@ export class Metrics {
   }
   countFailover(gateway: string, reason: string) {
     this.failovers.add(gateway, reason)
+  }
+  /** An enrichment stage's outcome on an answer (`fill`, `no_fill`, `ok` or its error code). */
+  countEnrichment(stage: string, outcome: string) {
+    this.enrichment.add(stage, outcome)
   }
   observeUpstreamLatency(gateway: string, milliseconds: number) {
     let histogram = this.upstreamLatency.get(gateway)
@@ -127,6 +133,7 @@ export class Metrics {
     counterFamily('router_requests_total', 'Inference requests answered, by endpoint and status.', this.requests, ['endpoint', 'status'])
     counterFamily('router_upstream_attempts_total', 'Upstream attempts, by gateway and outcome.', this.attempts, ['gateway', 'outcome'])
     counterFamily('router_failovers_total', 'Failovers away from a gateway, by reason.', this.failovers, ['gateway', 'reason'])
+    counterFamily('router_enrichment_outcomes_total', 'Companion-ad and keyterm outcomes attached to answers, by stage and outcome.', this.enrichment, ['stage', 'outcome'])
     lines.push('# HELP router_tokens_total Tokens of finished requests, by gateway, model (as sent upstream) and direction.', '# TYPE router_tokens_total counter')
     for (const [gateway, model, counts] of this.tokens.entries()) {
       const labels = `gateway="${escapeLabel(gateway)}",model="${escapeLabel(model)}"`

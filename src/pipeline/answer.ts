@@ -10,6 +10,8 @@
  *   tool calls are all the stages' own, they are run, the round is appended and the model is called
  *   again (at most 8 rounds, each a routed call that can fail over). The client sees one answer:
  *   the prose of every round in order, streamed as it comes, no server-run tool calls, usage summed.
+ *   Attaching stages (companion ads, keyterm links) add their fields to a successful answer: beside
+ *   a buffered answer, on the last event of a stream (held until they are in, within their limits).
  *
  * An upstream error, a failed run and a reply the translator cannot map are answered here too, in
  * the key's envelope; no dialect finishes an answer on its own.
@@ -31,8 +33,9 @@ import { failWith, finishFailedRun, finishWith, recordServingAttempt, trackStrea
 import type { Operation, PlannedAttempt } from './plan-route'
 import { runRoutedCall, type RoutedCallInput, type UpstreamCall } from './routed-call'
 import type { RunResult } from './run-attempts'
-import { applicableStages, startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type ToolCallRequest } from './stages/registry'
+import { applicableStages, startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type StageSiblings, type ToolCallRequest } from './stages/registry'
 import type { EndpointHandler, InferenceDeps, InferenceRoute } from './types'
+import { decide, decisionerApplies } from './decisioner'
 
 export type SuccessResult = Extract<RunResult, { kind: 'success' }>
 export type RelayResult = Extract<RunResult, { kind: 'relay' }>
@@ -49,6 +52,8 @@ export interface ParsedRequest {
   upstreamBody: Record<string, unknown>
   /** A pinned Responses chain: only this provider key, no remaps. */
   pinnedProviderKeyId?: string
+  /** `ad_request` and `link_request`, taken out of the body for the stages. */
+  siblings: StageSiblings
 }
 
 /** The attempt that serves an answer (the first round's, on a stream), for what the reply says of its origin. */
@@ -71,9 +76,11 @@ export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
   /**
    * The answer when the upstream speaks the client's dialect and nothing was changed in it (no stage
    * applies, or a tool loop's first round ended without a server tool call): bytes passed through.
-   * `hiddenTools`: tools the service offered, not echoed back. Undefined: translate.
+   * `hiddenTools`: tools the service offered, not echoed back; `extras`: fields the stages attach,
+   * top-level siblings of a buffered answer (a stream with extras is never passed through).
+   * Undefined: translate.
    */
-  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P, hiddenTools?: ReadonlySet<string>): Response | undefined
+  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P, hiddenTools?: ReadonlySet<string>, extras?: Record<string, unknown>): Response | undefined
   /** Called with the attempt that answers, before anything of the answer is written (headers that name it). */
   served?(context: RequestContext, served: Served): void
   /** The buffered reply in the dialect (may throw UntranslatableReply). */
@@ -92,26 +99,34 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
   return async (context, request, route, deps) => {
     const parsed = await dialect.parse(context, request, route, deps)
     context.mark('body')
+    // The decisioner picks the target tried first (and maybe the model) before the rule runs.
+    const decision = decisionerApplies(context, deps, parsed.pinnedProviderKeyId !== undefined) ? await decide(context, deps, parsed.model) : undefined
+    if (decision) {
+      context.headers['x-router-decisioner'] = decision.header
+      context.decision = { header: decision.header, ...(decision.callMs !== undefined ? { ms: decision.callMs } : {}) }
+      context.enrichment = JSON.stringify({ decisioner: context.decision })
+    }
     const stages = applicableStages(context, deps)
-    const loop = stages ? await ToolLoop.start(context, deps, parsed, stages) : undefined
+    const enrichment = stages ? await Enrichment.start(context, deps, parsed, stages) : undefined
     const input: RoutedCallInput = {
       operation: parsed.operation,
-      requestFor: loop ? (step) => loop.extend(dialect.toUpstream(step, parsed)) : (step) => dialect.toUpstream(step, parsed),
-      model: parsed.model,
+      requestFor: enrichment ? (step) => enrichment.extend(dialect.toUpstream(step, parsed)) : (step) => dialect.toUpstream(step, parsed),
+      model: decision?.model ?? parsed.model,
+      preferProviderKeyId: decision?.providerKeyId,
       stream: parsed.stream,
       incomingHeaders: request.headers,
       clientSignal: request.signal,
       pinnedProviderKeyId: parsed.pinnedProviderKeyId,
-      relaysReply: loop === undefined && dialect.relaysReply,
+      relaysReply: enrichment === undefined && dialect.relaysReply,
     }
     const result = await runRoutedCall(context, deps, input)
     if (result.kind === 'failed') return finishFailedRun(context, deps, result)
     if (result.kind === 'relay') return dialect.errorEnvelope(context, deps, result, parsed)
-    if (!loop) {
+    if (!enrichment) {
       const passed = dialect.passThrough?.(context, deps, result, parsed)
       if (passed) return passed
     }
-    return result.stream ? streamedAnswer(context, deps, dialect, parsed, result, loop, input) : bufferedAnswer(context, deps, dialect, parsed, result, loop, input)
+    return result.stream ? streamedAnswer(context, deps, dialect, parsed, result, enrichment, input) : bufferedAnswer(context, deps, dialect, parsed, result, enrichment, input)
   }
 }
 
@@ -124,10 +139,10 @@ export function reenvelopedError(context: RequestContext, deps: InferenceDeps, r
 }
 
 /**
- * The tool loop of one answer: the tools the active stages offer, the rounds run so far, and the
- * next model call. Also what the log row records of the stages.
+ * The active stages of one answer: the tools they offer, the tool loop's rounds so far and its next
+ * model call, the fields they attach, and what the log row records of them.
  */
-class ToolLoop {
+class Enrichment {
   round = 1
   private readonly finished: FinishedRound[] = []
   private readonly tools: OfferedTool[] = []
@@ -144,7 +159,7 @@ class ToolLoop {
     private readonly deadlineAt: number,
   ) {
     for (const stage of stages) {
-      for (const tool of stage.tools) {
+      for (const tool of stage.tools ?? []) {
         this.tools.push(tool)
         this.owners.set(tool.name, stage)
       }
@@ -152,13 +167,13 @@ class ToolLoop {
     this.record()
   }
 
-  static async start(context: RequestContext, deps: InferenceDeps, parsed: ParsedRequest, applicable: readonly EnrichmentStage[]): Promise<ToolLoop | undefined> {
+  static async start(context: RequestContext, deps: InferenceDeps, parsed: ParsedRequest, applicable: readonly EnrichmentStage[]): Promise<Enrichment | undefined> {
     const deadlineAt = context.startedAt + deps.config.deadlineMs
     const started = performance.now()
-    const active = await startStages(applicable, { context, deps, clientToolNames: clientToolNames(parsed.upstreamBody), deadlineAt })
+    const active = await startStages(applicable, { context, deps, model: parsed.model, siblings: parsed.siblings, clientToolNames: clientToolNames(parsed.upstreamBody), deadlineAt })
     // Waiting on tool servers is waiting on the outside, like an upstream: not the router's overhead.
     context.upstreamWaitMs += performance.now() - started
-    return active ? new ToolLoop(context, deps, active, deadlineAt) : undefined
+    return active ? new Enrichment(context, deps, active, deadlineAt) : undefined
   }
 
   /** The names of the tools the loop offered: never echoed back to the client. */
@@ -166,8 +181,21 @@ class ToolLoop {
     return new Set(this.owners.keys())
   }
 
+  /**
+   * The fields the attaching stages add to a successful answer whose text is `text`, together; each
+   * stage keeps its own limit. Also brings the log record up to date.
+   */
+  async attach(text: string): Promise<Record<string, unknown> | undefined> {
+    let fields: Record<string, unknown> | undefined
+    const attached = await Promise.all(this.stages.map((stage) => stage.attach?.(text)))
+    for (const added of attached) if (added) fields = Object.assign(fields ?? {}, added)
+    this.record()
+    return fields
+  }
+
   /** An attempt's upstream call with the offered tools and the finished rounds (a new body; the client's bytes no longer apply). */
   extend(call: UpstreamCall): UpstreamCall {
+    if (this.tools.length === 0) return call
     const last = this.round >= maxModelRounds
     const body = call.suffix === '/responses' ? extendResponsesBody(call.body, this.tools, this.finished, last) : extendChatBody(call.body, this.tools, this.finished, last)
     return { suffix: call.suffix, body }
@@ -201,7 +229,7 @@ class ToolLoop {
   async nextRound(text: string, calls: readonly ToolCallRequest[], input: RoutedCallInput): Promise<RunResult> {
     const signal = this.listen(input.clientSignal)
     const started = performance.now()
-    const results = await Promise.all(calls.map((call) => this.owners.get(call.name)!.runTool(call, this.deadlineAt, signal)))
+    const results = await Promise.all(calls.map((call) => this.owners.get(call.name)!.runTool!(call, this.deadlineAt, signal)))
     this.context.upstreamWaitMs += performance.now() - started
     this.finished.push({ text, calls: calls.map((call, index) => ({ id: call.id, name: call.name, arguments: call.arguments, result: results[index]! })) })
     this.round++
@@ -211,7 +239,7 @@ class ToolLoop {
 
   /** The log row's record of the stages, current after every round. */
   private record() {
-    const log: Record<string, unknown> = {}
+    const log: Record<string, unknown> = this.context.decision ? { decisioner: this.context.decision } : {}
     for (const stage of this.stages) log[stage.name] = stage.logRecord(this.round)
     this.context.enrichment = JSON.stringify(log)
   }
@@ -268,7 +296,7 @@ async function bufferedAnswer<P extends ParsedRequest>(
   dialect: ClientDialect<P>,
   parsed: P,
   first: SuccessResult,
-  loop: ToolLoop | undefined,
+  enrichment: Enrichment | undefined,
   input: RoutedCallInput,
 ): Promise<Response> {
   let result = first
@@ -285,23 +313,25 @@ async function bufferedAnswer<P extends ParsedRequest>(
     }
     // The rounds' usage so far is what the log keeps even if a later round fails: it was billed.
     setTokens(context, addUsage(addUsage(undefined, before?.usage), reply.usage))
-    if (loop?.runsCalls(reply.toolCalls)) {
+    if (enrichment?.runsCalls(reply.toolCalls)) {
       const round = { ...reply, toolCalls: [] }
       before = before ? mergeRounds(before, round) : round
-      const next = await loop.nextRound(reply.text, reply.toolCalls, input)
+      const next = await enrichment.nextRound(reply.text, reply.toolCalls, input)
       if (next.kind === 'failed') return finishFailedRun(context, deps, next)
       if (next.kind === 'relay') return dialect.errorEnvelope(context, deps, next, parsed)
       result = next
       continue
     }
+    if (enrichment?.strayCalls(reply.toolCalls)) reply = { ...reply, toolCalls: [], finishReason: reply.finishReason === 'tool_calls' ? 'stop' : reply.finishReason }
+    const answer = before ? mergeRounds(before, reply) : reply
+    const extras = enrichment ? await enrichment.attach(answer.text) : undefined
     // A first round that called no server tool is the upstream's answer as it came: passed through
-    // where the client speaks the upstream's dialect (what a translation would lose, kept).
-    if (!before && loop && dialect.passThrough) {
-      const passed = dialect.passThrough(context, deps, result, parsed, loop.offeredNames)
+    // where the client speaks the upstream's dialect (what a translation would lose, kept), with the
+    // attached fields beside it. (The last round's stray calls come after earlier rounds: never here.)
+    if (!before && enrichment && dialect.passThrough) {
+      const passed = dialect.passThrough(context, deps, result, parsed, enrichment.offeredNames, extras)
       if (passed) return passed
     }
-    if (loop?.strayCalls(reply.toolCalls)) reply = { ...reply, toolCalls: [], finishReason: reply.finishReason === 'tool_calls' ? 'stop' : reply.finishReason }
-    const answer = before ? mergeRounds(before, reply) : reply
     let body: unknown
     try {
       body = dialect.writeReply(context, deps, answer, parsed, served)
@@ -309,6 +339,8 @@ async function bufferedAnswer<P extends ParsedRequest>(
       return untranslatable(context, deps, result, error)
     }
     context.headers['content-type'] = 'application/json'
+    // Attached fields are top-level siblings of the answer object (CONTRACT §7).
+    if (extras && typeof body === 'object' && body !== null) body = { ...body, ...extras }
     return finishWith(context, deps, new Response(JSON.stringify(body), { status: 200, headers: context.responseHeaders() }))
   }
 }
@@ -348,7 +380,7 @@ function streamedAnswer<P extends ParsedRequest>(
   dialect: ClientDialect<P>,
   parsed: P,
   first: SuccessResult,
-  loop: ToolLoop | undefined,
+  enrichment: Enrichment | undefined,
   input: RoutedCallInput,
 ): Response {
   recordServingAttempt(context, first)
@@ -356,8 +388,8 @@ function streamedAnswer<P extends ParsedRequest>(
   dialect.served?.(context, served)
   const encode = dialect.encodeStream(context, deps, parsed, served)
   const end = trackStream(context, deps)
-  const parts = loop
-    ? loopParts(context, deps, first, loop, input, end)
+  const parts = enrichment
+    ? enrichedParts(context, deps, first, enrichment, input, end)
     : roundParts(first, () => {
         first.controller.abort('client-closed')
         end(499, 'client_closed')
@@ -374,18 +406,20 @@ function roundFailure(result: Exclude<RunResult, { kind: 'success' }>): StreamPa
 }
 
 /**
- * The parts of a streamed tool loop: each round's prose and reasoning go out as they come; its tool
- * calls are held until the round ends — then either run (all the stages' own: the next round's
- * parts follow) or sent as they are with the finish (a client tool among them). One `start`, one
- * `finish` with the usage of every round. A failure inside ends the stream with an `error` part,
- * never a broken pipe.
+ * The parts of a stream with active stages: each round's prose and reasoning go out as they come;
+ * its tool calls are held until the round ends — then either run (all the stages' own: the next
+ * round's parts follow) or sent as they are with the finish (a client tool among them). One
+ * `start`, one `finish` with the usage of every round and the attached fields (the finish waits for
+ * them). A failure inside ends the stream with an `error` part, never a broken pipe.
  */
-function loopParts(context: RequestContext, deps: InferenceDeps, first: SuccessResult, loop: ToolLoop, input: RoutedCallInput, end: (status: number, code: string | undefined) => void): ReadableStream<StreamPart> {
+function enrichedParts(context: RequestContext, deps: InferenceDeps, first: SuccessResult, loop: Enrichment, input: RoutedCallInput, end: (status: number, code: string | undefined) => void): ReadableStream<StreamPart> {
   let current = first
   let reader = roundParts(current, undefined).getReader()
   let cancelled = false
   let usage: Usage | undefined
   let sentProse = false
+  /** The answer's whole text so far, as the client got it (for the attaching stages). */
+  let answerText = ''
   let roundText = ''
   let held: StreamPart[] = []
   let calls: ToolCallRequest[] = []
@@ -426,8 +460,12 @@ function loopParts(context: RequestContext, deps: InferenceDeps, first: SuccessR
           controller.enqueue(part)
           return
         case 'text-delta':
-          if (roundText === '' && sentProse) controller.enqueue({ type: 'text-delta', delta: roundSeparator })
+          if (roundText === '' && sentProse) {
+            controller.enqueue({ type: 'text-delta', delta: roundSeparator })
+            answerText += roundSeparator
+          }
           roundText += part.delta
+          answerText += part.delta
           sentProse = true
           controller.enqueue(part)
           return
@@ -452,7 +490,9 @@ function loopParts(context: RequestContext, deps: InferenceDeps, first: SuccessR
           }
           const stray = loop.strayCalls(made)
           if (!stray) for (const heldPart of held) controller.enqueue(heldPart)
-          controller.enqueue({ type: 'finish', reason: stray && part.reason === 'tool_calls' ? 'stop' : part.reason, usage })
+          const extras = await loop.attach(answerText)
+          if (cancelled) return
+          controller.enqueue({ type: 'finish', reason: stray && part.reason === 'tool_calls' ? 'stop' : part.reason, usage, ...(extras ? { extras } : {}) })
           continue
         }
         default:

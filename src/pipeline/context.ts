@@ -44,6 +44,8 @@ export class RequestContext {
   requestBody: string | undefined
   /** What enrichment stages did, as the log's JSON text (pipeline/stages); undefined when none ran. */
   enrichment: string | undefined
+  /** The decisioner's outcome for the log (its header and call time); undefined when it did not run. */
+  decision: { header: string; ms?: number } | undefined
   /** Set when the response headers are ready (overhead = ready - start - upstream wait). */
   readyAt: number | undefined
   /** The upstream wait when a stream's headers went out: later waits (a tool loop's next rounds) are not before them. */

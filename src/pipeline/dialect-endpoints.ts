@@ -15,7 +15,7 @@ import { encodeChatStream } from '../dialects/chat/encode-stream'
 import { finishWith } from './finish'
 import type { EndpointHandler } from './types'
 import type { RequestContext } from './context'
-import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
+import { applySteering, requireModel, siblingsOf, stripRouterFields, validateChatBody } from './prepare-chat'
 import { parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
 import { passChatThrough, relayUpstreamError } from './routed-call'
 import { reenvelopedError, type ClientDialect, type ParsedRequest } from './answer'
@@ -44,7 +44,7 @@ export const chatDialect: ClientDialect<ChatRequest> = {
     context.model = body.model
     context.stream = body.stream === true
     const prepared = applySteering(stripRouterFields(body), steeringOf(context))
-    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: prepared, raw: prepared === body ? bytes : undefined }
+    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: prepared, raw: prepared === body ? bytes : undefined, siblings: siblingsOf(body) }
   },
   toUpstream(step, parsed) {
     const body = parsed.upstreamBody
@@ -55,7 +55,7 @@ export const chatDialect: ClientDialect<ChatRequest> = {
   relaysReply: true,
   errorEnvelope: (context, deps, result) => relayUpstreamError(context, deps, result),
   // The responses-only gateway kind answers chat too (gateways/responses-only.ts): always the client's dialect.
-  passThrough: (context, deps, result) => passChatThrough(context, deps, result),
+  passThrough: (context, deps, result, _parsed, _hidden, extras) => passChatThrough(context, deps, result, extras),
   writeReply: (_context, _deps, reply) => writeChatCompletion(reply),
   encodeStream: (context, _deps, parsed) => encodeChatStream({ id: `chatcmpl-${context.requestId}`, model: parsed.model }),
 }
@@ -73,7 +73,7 @@ export const messagesDialect: ClientDialect<MessagesRequest> = {
     context.model = body.model
     context.stream = body.stream === true
     const chat = applySteering(messagesToChat(body), steeringOf(context))
-    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: chat, stopSequences: body.stop_sequences as string[] | undefined }
+    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: chat, stopSequences: body.stop_sequences as string[] | undefined, siblings: siblingsOf(body) }
   },
   toUpstream: (step, parsed) => chatCall(step, parsed.upstreamBody),
   relaysReply: false,
@@ -91,7 +91,7 @@ export const contentDialect: ClientDialect = {
     context.requestBody = text
     context.model = model
     const chat = applySteering(contentToChat(body, model), steeringOf(context))
-    return { model, stream: false, operation: 'chat', upstreamBody: chat }
+    return { model, stream: false, operation: 'chat', upstreamBody: chat, siblings: siblingsOf(body) }
   },
   toUpstream: (step, parsed) => chatCall(step, parsed.upstreamBody),
   relaysReply: false,

@@ -14,6 +14,7 @@ import type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute 
 import { chatDialect, contentDialect, handleCountTokens, handleStreamGenerateContent, messagesDialect } from './dialect-endpoints'
 import { handleRetrieveResponse, responsesDialect } from './responses'
 import { handleBatches } from '../batch/handlers'
+import { handleDecisions } from './decisions'
 
 export { internalError } from './finish'
 export type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
@@ -34,6 +35,7 @@ const handlers: Partial<Record<InferenceEndpoint, EndpointHandler>> = {
   responses: dialectHandler(responsesDialect),
   responses_get: handleRetrieveResponse,
   batches: handleBatches,
+  decisions: handleDecisions,
 }
 
 export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {

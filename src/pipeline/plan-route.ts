@@ -9,7 +9,7 @@ import type { StoredRemap, StoredRule, StoredTarget } from '../storage/repositor
 import type { ProviderEntry } from '../storage/snapshot'
 import { gatewayCatalog } from '../gateways/catalog'
 
-export type Operation = 'chat' | 'embeddings' | 'responses'
+export type Operation = 'chat' | 'embeddings' | 'responses' | 'decisions'
 export type SkipReason = 'not-listed' | 'batch-only' | 'no-embeddings'
 
 export const defaultFailoverTimeoutMs = 5000
@@ -117,6 +117,7 @@ export function eligibleTargets(
   providers: ReadonlyMap<string, ProviderEntry>,
   gatewayEnabled: ReadonlyMap<string, boolean>,
   pinnedProviderKeyId?: string,
+  operation: Operation = 'chat',
 ): StoredTarget[] {
   if (rule.targets.length === 0) throw new RouterError('no_route')
   const ruleTargets = pinnedProviderKeyId ? rule.targets.filter((target) => target.providerKeyId === pinnedProviderKeyId) : rule.targets
@@ -127,6 +128,12 @@ export function eligibleTargets(
   if (healthy.length === 0) throw new RouterError('no_healthy_target')
   const switchedOn = healthy.filter((target) => gatewayEnabled.get(providers.get(target.providerKeyId)!.gateway.id) !== false)
   if (switchedOn.length === 0) throw new RouterError('gateway_disabled')
+  if (operation === 'decisions') {
+    // The decisions shape is served by the decision-capable gateways, decision-only ones included.
+    const capable = switchedOn.filter((target) => providers.get(target.providerKeyId)!.gateway.decisions)
+    if (capable.length === 0) throw new RouterError('gateway_not_supported', 'No target of this key is a decision-capable gateway.')
+    return capable
+  }
   const routable = switchedOn.filter((target) => providers.get(target.providerKeyId)!.gateway.routable)
   if (routable.length === 0) {
     throw new RouterError('gateway_not_supported', 'No target of this key is a routable gateway: decision-only gateways cannot serve inference.')
@@ -141,12 +148,15 @@ export function planRoute(input: PlanInput): RoutePlan {
     Math.min(targetTtfb ?? input.keyFailoverTtfbMs ?? learnedBudget(input.budgets, gateway) ?? defaultFailoverTimeoutMs, upstreamTimeoutMs)
 
   const pinned = input.pinnedProviderKeyId
-  const routable = eligibleTargets(rule, providers, input.gatewayEnabled, pinned)
+  const routable = eligibleTargets(rule, providers, input.gatewayEnabled, pinned, operation)
 
   const steps: PlanStep[] = []
   const batchModel = isBatchId(model)
-  const known = operation === 'embeddings' ? [] : gatewaysListing(input.catalogs, model, input.now)
+  // The catalogs list chat models: an embedding or decision model id is never skipped as not listed.
+  const uncataloged = operation === 'embeddings' || operation === 'decisions'
+  const known = uncataloged ? [] : gatewaysListing(input.catalogs, model, input.now)
   const modelFor = (provider: ProviderEntry): string | SkipReason => {
+    if (operation === 'decisions') return model
     if (operation === 'embeddings') {
       if (!provider.gateway.capabilities.embeddings) return 'no-embeddings'
       return model
@@ -158,7 +168,7 @@ export function planRoute(input: PlanInput): RoutePlan {
   const remap = pinned ? undefined : rollRemap(rule.remaps, model, input.random)
   if (remap) {
     const provider = providers.get(remap.providerKeyId)
-    const usable = provider && !provider.disabled && provider.gateway.routable && input.gatewayEnabled.get(provider.gateway.id) !== false
+    const usable = provider && !provider.disabled && (operation === 'decisions' ? provider.gateway.decisions : provider.gateway.routable) && input.gatewayEnabled.get(provider.gateway.id) !== false
     if (provider && usable) {
       if (isBatchId(remap.upstreamModel)) steps.push({ kind: 'skip', gateway: provider.gateway.id, reason: 'batch-only' })
       else if (operation === 'embeddings' && !provider.gateway.capabilities.embeddings) {

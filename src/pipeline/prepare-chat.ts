@@ -5,6 +5,7 @@
  */
 import { RouterError } from '../errors/router-error'
 import { isObject } from './read-body'
+import type { StageSiblings } from './stages/registry'
 
 /** Model ids are bounded: they key caches and log rows. */
 export const maxModelIdLength = 256
@@ -27,6 +28,14 @@ export function validateChatBody(value: unknown): Record<string, unknown> & { mo
     }
   }
   return value as Record<string, unknown> & { model: string; messages: unknown[] }
+}
+
+const noSiblings: StageSiblings = Object.freeze({ adRequest: undefined, linkRequest: undefined })
+
+/** The companion-ad and keyterm siblings the client sent (for the enrichment stages). */
+export function siblingsOf(body: Record<string, unknown>): StageSiblings {
+  if (!('ad_request' in body) && !('link_request' in body)) return noSiblings
+  return { adRequest: body.ad_request, linkRequest: body.link_request }
 }
 
 /** Removes the companion-ad and keyterm siblings, which never go upstream. */

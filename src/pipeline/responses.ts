@@ -17,7 +17,7 @@ import type { ProviderEntry } from '../storage/snapshot'
 import type { RequestContext } from './context'
 import { failWith, finishWith, recordServingAttempt, trackStream } from './finish'
 import { isObject, readJsonBody } from './read-body'
-import { requireModel } from './prepare-chat'
+import { requireModel, siblingsOf, stripRouterFields } from './prepare-chat'
 import { setRoutingHeaders } from './respond'
 import { isUnixSeconds, issueNativeResponseId, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
 import { relayUpstreamError } from './routed-call'
@@ -213,7 +213,8 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     context.stream = value.stream === true
     const key = context.key!
     const chain = value.previous_response_id !== undefined && value.previous_response_id !== null ? resolveChain(context, deps, value.previous_response_id, 'chain') : undefined
-    const body = appendSteering(value, key.steeringMessage ?? context.workspace?.steeringMessage)
+    // The companion-ad and keyterm siblings never go upstream (SPEC "Body processing").
+    const body = appendSteering(stripRouterFields(value), key.steeringMessage ?? context.workspace?.steeringMessage)
     // Translated once, up front, when a target may need it: a body the translation refuses is a 400
     // before anything is sent (rather than a failed attempt).
     const providers = (context.snapshot ?? deps.snapshots.current()).providers
@@ -232,6 +233,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
       // A chained turn's previous response is the one the client named, in the client's own spelling.
       previousId: chain ? (value.previous_response_id as string) : null,
       translated: mayTranslate ? responsesToChat(body).chat : undefined,
+      siblings: siblingsOf(value),
     }
   },
   toUpstream(step, parsed) {
@@ -251,7 +253,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     }
     return relayUpstreamError(context, deps, result)
   },
-  passThrough(context, deps, result, parsed, hiddenTools) {
+  passThrough(context, deps, result, parsed, hiddenTools, extras) {
     // A target served by translation to chat is answered by the generic path (decode → encode).
     if (result.replyKind !== 'response') return undefined
     const issueId = idIssuer(deps, result.step.provider.id, context.key!.id)
@@ -274,7 +276,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
       context.outputTokens = Number(value.usage.output_tokens) || 0
     }
     context.headers['content-type'] = 'application/json'
-    const response = rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, hiddenTools)
+    const response = { ...rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, hiddenTools), ...extras }
     return finishWith(context, deps, new Response(JSON.stringify(response), { status: 200, headers: context.responseHeaders() }))
   },
   served: (context, served) => setMode(context, served.step.provider),

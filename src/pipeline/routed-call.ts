@@ -40,6 +40,10 @@ export interface RoutedCallInput {
    * scanning it, not parsed. Otherwise it is parsed, for a translator or an id rewrite.
    */
   relaysReply?: boolean
+  /** The decisioner's pick: this provider key's attempt goes first, the rest of the rule fails over as usual. */
+  preferProviderKeyId?: string
+  /** A further check of a parsed buffered answer; a problem fails the attempt over (an unusable reply). */
+  accept?: (value: unknown) => string | undefined
 }
 
 /** The same chat body for every attempt, with the attempt's model spelling. */
@@ -132,6 +136,7 @@ class RoutedCall implements AttemptCall {
   readonly streamIdleMs: number
   readonly relaysReply: boolean
   replyKind: ReplyKind = 'chat'
+  accept: ((value: unknown) => string | undefined) | undefined = undefined
   private readonly forwarded: readonly [string, string][]
 
   constructor(
@@ -144,13 +149,14 @@ class RoutedCall implements AttemptCall {
     this.clientSignal = input.clientSignal
     this.streamIdleMs = deps.config.streamIdleMs
     this.relaysReply = input.relaysReply === true
+    if (input.accept) this.accept = input.accept
     this.forwarded = forwardedHeaders(input.incomingHeaders)
   }
 
   send(step: PlannedAttempt, signal: AbortSignal, watch: StreamIdleWatch | undefined): Promise<Response> {
     const call = this.input.requestFor(step)
     // The responses-only kind answers /chat/completions as chat (below), so the suffix says it all.
-    this.replyKind = call.suffix === '/responses' ? 'response' : call.suffix === '/embeddings' ? 'embeddings' : 'chat'
+    this.replyKind = call.suffix === '/responses' ? 'response' : call.suffix === '/embeddings' ? 'embeddings' : call.suffix === '/decisions' ? 'decision' : 'chat'
     const provider = step.provider
     const headers = this.forwarded.length
       ? upstreamHeaders(provider, this.forwarded, true, this.stream ? 'text/event-stream' : 'application/json')
@@ -178,10 +184,17 @@ class RoutedCall implements AttemptCall {
   }
 }
 
+/** A plan with the picked provider key's attempt moved first (unchanged when the pick has no attempt: not listed, say). */
+function preferred(plan: RoutePlan, providerKeyId: string): RoutePlan {
+  const first = plan.steps.find((step) => step.kind === 'attempt' && step.provider.id === providerKeyId)
+  if (!first) return plan
+  return { ...plan, steps: [first, ...plan.steps.filter((step) => step !== first)] }
+}
+
 /** Plans and runs the attempts of one routed call (shared by every dialect that pivots on chat). */
 export function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
   context.snapshot ??= deps.snapshots.current()
-  const plan = cachedPlan(context, deps, input)
+  const plan = input.preferProviderKeyId ? preferred(planFor(context, deps, input), input.preferProviderKeyId) : cachedPlan(context, deps, input)
   context.mark('plan')
   return runAttempts(plan.steps, new RoutedCall(context, deps, input))
 }
@@ -200,11 +213,20 @@ export function relayUpstreamError(context: RequestContext, deps: InferenceDeps,
   return finishWith(context, deps, new Response(result.body, { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
 }
 
-/** A chat-dialect success passed through: the checked bytes of a buffered answer, or the piped stream. */
-export function passChatThrough(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'success' }>): Response {
+/**
+ * A chat-dialect success passed through: the checked bytes of a buffered answer, or the piped
+ * stream. `extras` (fields enrichment stages attach) go beside a buffered answer: its parsed object
+ * is written again with them.
+ */
+export function passChatThrough(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'success' }>, extras?: Record<string, unknown>): Response {
   recordServingAttempt(context, result)
   const upstream = result.response
   // Success answers carry our own content type: the body was checked to be JSON or an event stream.
+  if (extras && !result.stream && result.value !== undefined) {
+    readUsage((result.value as { usage?: unknown }).usage, context)
+    context.headers['content-type'] = 'application/json'
+    return finishWith(context, deps, new Response(JSON.stringify({ ...(result.value as object), ...extras }), { status: upstream.status, headers: context.responseHeaders() }))
+  }
   if (!result.stream) {
     const body = result.body ?? new ArrayBuffer(0)
     if (result.value === undefined) readUsageFromBody(body, context)

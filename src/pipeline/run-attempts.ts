@@ -28,6 +28,8 @@ export interface AttemptCall {
   readonly replyKind: ReplyKind
   /** A buffered 2xx goes to the client as its bytes: scanned, not parsed (`value` stays undefined). */
   readonly relaysReply: boolean
+  /** A further check of a parsed buffered 2xx (its meaning, beyond its kind): a problem fails the attempt over. */
+  accept?(value: unknown): string | undefined
   /**
    * Sends this step's upstream request. `watch` is the idle limit of a stream attempt (started here
    * once the stream has begun); a sender that reads the upstream body itself stamps it per chunk.
@@ -163,7 +165,11 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
           } else {
             body = await response.arrayBuffer()
             if (call.relaysReply) scanReply(call.replyKind, body)
-            else value = readReply(call.replyKind, body)
+            else {
+              value = readReply(call.replyKind, body)
+              const problem = call.accept?.(value)
+              if (problem !== undefined) throw new UnusableReply(problem)
+            }
           }
           clearTimeout(timer)
           const answeredAt = now()

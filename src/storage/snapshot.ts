@@ -5,6 +5,7 @@
  */
 import { findGateway, providerBaseUrl, type GatewayDefinition } from '../gateways/catalog'
 import { buildGatewayCatalog, type GatewayCatalog } from '../gateways/model-catalog'
+import { pricingOfStoredObject, type ModelPricing } from '../gateways/model-prices'
 import { compileAllowlist, type CompiledAllowlist } from '../management/ip-allowlist'
 import type { Config } from '../config/env'
 import type { Logger } from '../observability/logger'
@@ -172,9 +173,18 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
       if (ids) ids.push(row.modelId)
       else listed.set(row.gateway, [row.modelId])
     }
+    // Prices only where a listing carries them (the decisioner's facts; missing is unknown, never zero).
+    const prices = new Map<string, Map<string, ModelPricing>>()
+    for (const row of repositories.gatewayCatalogs.listPricedModels()) {
+      const pricing = pricingOfStoredObject(row.object)
+      if (!pricing) continue
+      let byModel = prices.get(row.gateway)
+      if (!byModel) prices.set(row.gateway, (byModel = new Map()))
+      byModel.set(row.modelId, pricing)
+    }
     const catalogs = new Map<string, GatewayCatalog>()
     for (const row of repositories.gatewayCatalogs.listCatalogs()) {
-      catalogs.set(row.gateway, buildGatewayCatalog(row.gateway, row.fetchedAt, listed.get(row.gateway) ?? []))
+      catalogs.set(row.gateway, buildGatewayCatalog(row.gateway, row.fetchedAt, listed.get(row.gateway) ?? [], prices.get(row.gateway)))
     }
     const budgets = new Map<string, number>()
     for (const row of repositories.gatewayCatalogs.listBudgets()) budgets.set(row.gateway, row.ttfbBudgetMs)

@@ -49,12 +49,18 @@ export function encodeChatStream(fallback: { id: string; model: string }): Trans
         case 'tool-input-delta':
           controller.enqueue(sseData(chunk({ tool_calls: [{ index: part.index, function: { arguments: part.delta } }] })))
           return
-        case 'finish':
+        case 'finish': {
           open(controller)
-          controller.enqueue(sseData(chunk({}, part.reason === 'refusal' ? 'content_filter' : part.reason)))
-          if (part.usage) controller.enqueue(sseData({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: writeChatUsage(part.usage) }))
+          // Attached fields (CONTRACT §7) are extra fields of the last chunk before [DONE].
+          const last = part.extras
+          const finishChunk = chunk({}, part.reason === 'refusal' ? 'content_filter' : part.reason)
+          if (part.usage) {
+            controller.enqueue(sseData(finishChunk))
+            controller.enqueue(sseData({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: writeChatUsage(part.usage), ...last }))
+          } else controller.enqueue(sseData(last ? { ...finishChunk, ...last } : finishChunk))
           controller.enqueue(sseData('[DONE]'))
           return
+        }
         case 'error':
           controller.enqueue(sseData({ error: { message: part.message, type: 'api_error', code: part.code } }))
           return

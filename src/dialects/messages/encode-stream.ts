@@ -105,6 +105,8 @@ export function encodeMessagesStream(requestedModel: string, stopSequences: read
           emit('message_delta', {
             delta: { stop_reason: mapStopReason(part.reason, stopSequence), stop_sequence: stopSequence ?? null },
             usage: { input_tokens: part.usage?.inputTokens ?? 0, output_tokens: part.usage?.outputTokens ?? 0 },
+            // Attached fields (CONTRACT §7) are extra fields of message_delta.
+            ...part.extras,
           })
           emit('message_stop', {})
           return stop()

@@ -73,13 +73,15 @@ export function encodeResponsesStream(shell: ResponseShell, extras: { onTerminal
     return open
   }
 
-  const terminal = (usage: Usage | undefined, incompleteReason: string | undefined) => {
+  const terminal = (usage: Usage | undefined, incompleteReason: string | undefined, attached: Json | undefined) => {
     close()
     ended = true
     const response = responseEnvelope(shell, incompleteReason ? 'incomplete' : 'completed') as Json
     if (incompleteReason) response.incomplete_details = { reason: incompleteReason }
     response.output = items
     if (usage) response.usage = writeResponsesUsage(usage)
+    // Attached fields (CONTRACT §7) go in the terminal event's response object, not a new event.
+    if (attached) Object.assign(response, attached)
     extras.onTerminal?.(response)
     emit(incompleteReason ? 'response.incomplete' : 'response.completed', { response })
   }
@@ -142,9 +144,9 @@ export function encodeResponsesStream(shell: ResponseShell, extras: { onTerminal
           return
         }
         case 'finish':
-          if (part.reason === 'length') return terminal(part.usage, 'max_output_tokens')
-          if (part.reason === 'content_filter') return terminal(part.usage, 'content_filter')
-          return terminal(part.usage, undefined)
+          if (part.reason === 'length') return terminal(part.usage, 'max_output_tokens', part.extras)
+          if (part.reason === 'content_filter') return terminal(part.usage, 'content_filter', part.extras)
+          return terminal(part.usage, undefined, part.extras)
         case 'error':
           return fail(part.code, part.message)
         default: {

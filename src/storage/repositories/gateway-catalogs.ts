@@ -1,5 +1,5 @@
 /** Crawled model catalogs and learned first-byte budgets per gateway. */
-import { eq } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import type { Db } from '../client'
 import { gatewayBudgets, gatewayCatalogs, gatewayModels } from '../schema'
 
@@ -25,6 +25,14 @@ export function createGatewayCatalogRepository(db: Db, onWrite: () => void) {
     },
     listModels() {
       return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId, canonicalId: gatewayModels.canonicalId, object: gatewayModels.object }).from(gatewayModels).all()
+    },
+    /** The stored objects that carry a price (a text match: most listings have none), for the snapshot's prices. */
+    listPricedModels() {
+      return db
+        .select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId, object: gatewayModels.object })
+        .from(gatewayModels)
+        .where(sql`instr(${gatewayModels.object}, '"pricing"') > 0`)
+        .all()
     },
     listModelIds() {
       return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId }).from(gatewayModels).all()

@@ -1,0 +1,218 @@
+/**
+ * The decisioner (SPEC "Decisioner", CONTRACT §9): on a key with one, and only with
+ * RT_DECISIONER_ENABLED=1, a pick among the key's targets (and, when allowed, a model) before the
+ * static rule, which stays the fail-open fallback. In CONTRACT order:
+ *
+ * 1. facts per distinct target gateway: does its catalog list the model, at what listed price;
+ * 2. skips: `single_target`, `no_facts` (cost objective, nothing priced), `over_budget`;
+ * 3. cost objective with a unique cheapest priced target: picked in code, no call;
+ * 4. otherwise one decision call to the decisioner's provider key (3 s, inside the request
+ *    deadline): `jev_error` when it fails, `low_confidence` under p = 0.5, else the pick.
+ *
+ * The outcome is the X-Router-Decisioner header, the target tried first and, maybe, the model.
+ */
+import { spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
+import { canonicalId } from '../gateways/model-catalog'
+import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
+import type { ProviderEntry } from '../storage/snapshot'
+import type { RequestContext } from './context'
+import { checkDecisionAnswer, type DecisionQuestion } from './decisions'
+import type { InferenceDeps } from './types'
+
+export type Objective = 'cost' | 'capability' | 'efficiency'
+
+interface DecisionerConfig {
+  provider_key_id: string
+  objective?: Objective
+  allow_model_override?: boolean
+  max_usd_m?: number
+  notes?: string
+  models?: string[]
+}
+
+/** What the decisioner decided for one request. */
+export interface Decision {
+  /** X-Router-Decisioner. */
+  header: string
+  /** The target tried first (a pick). */
+  providerKeyId?: string
+  /** The model the pick overrode the inbound one with. */
+  model?: string
+  /** The decision call's time, when one was made. */
+  callMs?: number
+}
+
+/** The decision call's limit (CONTRACT §9), cut to the request's time left. */
+export const decisionCallMs = 3_000
+/** A pick needs its option's probability at least this high. */
+export const minConfidence = 0.5
+export const maxHeaderLength = 500
+/** Models offered by the automatic shortlist besides the inbound one. */
+const shortlistSize = 11
+
+interface Fact {
+  gateway: string
+  provider: ProviderEntry
+  listed: boolean
+  /** The model's listed spelling on this gateway (undefined: not listed, or no catalog). */
+  spelled: string | undefined
+  /** Listed prompt + completion price, USD per million tokens; undefined: unknown. */
+  usdPerMillion: number | undefined
+}
+
+const twoDecimals = (value: number) => (Math.round(value * 100) / 100).toFixed(2)
+
+function header(parts: string[]): string {
+  const text = parts.join(';')
+  return text.length > maxHeaderLength ? text.slice(0, maxHeaderLength) : text
+}
+
+/** Whether the decisioner runs for this request: the operator flag, a decisioner on the key, no pinned chain. */
+export function decisionerApplies(context: RequestContext, deps: InferenceDeps, pinned: boolean): boolean {
+  return deps.config.decisionerEnabled && context.key!.rule.decisioner !== null && !pinned
+}
+
+function usdPerMillion(catalog: GatewayCatalog | undefined, spelled: string | undefined): number | undefined {
+  if (!catalog || spelled === undefined) return undefined
+  const pricing = catalog.prices.get(spelled)
+  if (pricing?.prompt === undefined || pricing.completion === undefined) return undefined
+  return (pricing.prompt + pricing.completion) * 1_000_000
+}
+
+/** One fact per distinct gateway among the key's callable targets, in rule order. */
+function factsOf(context: RequestContext, model: string): Fact[] {
+  const snapshot = context.snapshot!
+  const facts: Fact[] = []
+  const seen = new Set<string>()
+  for (const target of context.key!.rule.targets) {
+    const provider = snapshot.providers.get(target.providerKeyId)
+    if (!provider || provider.disabled || !provider.gateway.routable || snapshot.gatewayEnabled.get(provider.gateway.id) === false) continue
+    if (seen.has(provider.gateway.id)) continue
+    seen.add(provider.gateway.id)
+    const catalog = snapshot.catalogs.get(provider.gateway.id)
+    const spelled = catalog ? spellingFor(catalog, model) : undefined
+    facts.push({ gateway: provider.gateway.id, provider, listed: spelled !== undefined, spelled, usdPerMillion: usdPerMillion(catalog, spelled) })
+  }
+  return facts
+}
+
+/** The models the decision call may pick from besides the inbound one: the key's list, or the cheapest listed elsewhere on its targets. */
+function modelOptions(config: DecisionerConfig, facts: readonly Fact[], model: string, context: RequestContext): string[] {
+  if (!config.allow_model_override) return []
+  const allowed = config.models ?? shortlist(facts, model, context)
+  return [...new Set(allowed)].filter((candidate) => candidate !== model)
+}
+
+function shortlist(facts: readonly Fact[], model: string, context: RequestContext): string[] {
+  const priced = new Map<string, number>()
+  for (const fact of facts) {
+    const catalog = context.snapshot!.catalogs.get(fact.gateway)
+    if (!catalog) continue
+    for (const [spelled, pricing] of catalog.prices) {
+      if (pricing.prompt === undefined || pricing.completion === undefined) continue
+      const id = canonicalId(spelled, fact.gateway)
+      const usd = (pricing.prompt + pricing.completion) * 1_000_000
+      if (id !== model && (priced.get(id) ?? Infinity) > usd) priced.set(id, usd)
+    }
+  }
+  return [...priced].sort((left, right) => left[1] - right[1]).slice(0, shortlistSize).map(([id]) => id)
+}
+
+/** The answer to one choice question: the top option, its probability and the runner-up's. */
+function topChoice(answer: { answer: string; probabilities: Record<string, number> }): { option: string; p: number; runnerUp: number } {
+  const p = answer.probabilities[answer.answer] ?? 0
+  let runnerUp = 0
+  for (const [option, probability] of Object.entries(answer.probabilities)) if (option !== answer.answer && probability > runnerUp) runnerUp = probability
+  return { option: answer.answer, p, runnerUp }
+}
+
+export async function decide(context: RequestContext, deps: InferenceDeps, model: string): Promise<Decision> {
+  const config = context.key!.rule.decisioner as unknown as DecisionerConfig
+  const objective: Objective = config.objective ?? 'cost'
+  const skip = (reason: string, callMs?: number): Decision => ({ header: header([`skipped:${reason}`, `obj:${objective}`]), callMs })
+  const facts = factsOf(context, model)
+  if (facts.length < 2) return skip('single_target')
+  const priced = facts.filter((fact) => fact.usdPerMillion !== undefined)
+  if (objective === 'cost' && priced.length === 0) return skip('no_facts')
+  const budget = config.max_usd_m
+  const affordable = budget === undefined ? priced : priced.filter((fact) => fact.usdPerMillion! <= budget)
+  if (budget !== undefined && affordable.length === 0) return skip('over_budget')
+
+  if (objective === 'cost' && affordable.length > 0) {
+    const cheapest = Math.min(...affordable.map((fact) => fact.usdPerMillion!))
+    const atCheapest = affordable.filter((fact) => fact.usdPerMillion === cheapest)
+    if (atCheapest.length === 1) return { header: header([`pick:${atCheapest[0]!.gateway}`, 'via:code', 'obj:cost']), providerKeyId: atCheapest[0]!.provider.id }
+  }
+
+  // One decision call: which target, and (when allowed) which model.
+  const decider = context.snapshot!.providers.get(config.provider_key_id)
+  if (!decider || decider.disabled || !decider.gateway.decisions) return skip('jev_error')
+  const targets = facts.map((fact) => fact.gateway)
+  const models = modelOptions(config, facts, model, context)
+  const questions: DecisionQuestion[] = [
+    { id: 'target', type: 'choice', prompt: `Which gateway should serve this ${model} request best for the objective '${objective}'?`, options: targets },
+  ]
+  if (models.length > 0) questions.push({ id: 'model', type: 'choice', prompt: `Which model should serve it? '${model}' is the one the client asked for.`, options: [model, ...models] })
+  const state = {
+    objective,
+    model,
+    ...(config.notes ? { notes: config.notes } : {}),
+    ...(budget !== undefined ? { max_usd_m: budget } : {}),
+    targets: facts.map((fact) => ({ gateway: fact.gateway, lists_model: fact.listed, usd_per_million: fact.usdPerMillion ?? null })),
+  }
+  const started = performance.now()
+  const timeLeft = context.startedAt + deps.config.deadlineMs - started
+  const limit = Math.min(decisionCallMs, timeLeft)
+  if (limit <= 0) return skip('jev_error')
+  const controller = new AbortController()
+  const timer = setTimeout(() => controller.abort(), limit)
+  let answer: unknown
+  try {
+    const response = await deps.fetch(upstreamUrl(decider, '/decisions'), {
+      method: 'POST',
+      headers: upstreamHeaders(decider, [], true, 'application/json'),
+      body: JSON.stringify({ model, state, questions }),
+      signal: controller.signal,
+    })
+    const text = await response.text()
+    if (!response.ok) return skip('jev_error', elapsed(started, context))
+    answer = JSON.parse(text)
+  } catch {
+    return skip('jev_error', elapsed(started, context))
+  } finally {
+    clearTimeout(timer)
+  }
+  const callMs = elapsed(started, context)
+  if (typeof answer !== 'object' || answer === null || checkDecisionAnswer(answer, questions) !== undefined) return skip('jev_error', callMs)
+  const answers = (answer as { answers: { answer: string; probabilities: Record<string, number> }[] }).answers
+  const target = topChoice(answers[0]!)
+  if (target.p < minConfidence) return skip('low_confidence', callMs)
+  const picked = facts.find((fact) => fact.gateway === target.option)!
+  let override: string | undefined
+  if (answers[1]) {
+    const chosen = topChoice(answers[1])
+    // An override needs the same confidence, and a model the picked target can be sent.
+    const catalog = context.snapshot!.catalogs.get(picked.gateway)
+    if (chosen.option !== model && chosen.p >= minConfidence && (!catalog || spellingFor(catalog, chosen.option) !== undefined)) override = chosen.option
+  }
+  return {
+    header: header([
+      `pick:${picked.gateway}`,
+      ...(override ? [`model:${override}`] : []),
+      `choice:${target.option}`,
+      `conf:${twoDecimals(target.p - target.runnerUp)}`,
+      `p:${twoDecimals(target.p)}`,
+      `obj:${objective}`,
+    ]),
+    providerKeyId: picked.provider.id,
+    model: override,
+    callMs,
+  }
+}
+
+/** The decision call's time; counted as time waiting on the outside, not the router's overhead. */
+function elapsed(started: number, context: RequestContext): number {
+  const ms = performance.now() - started
+  context.upstreamWaitMs += ms
+  return Math.round(ms * 1000) / 1000
+}

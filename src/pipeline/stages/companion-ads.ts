@@ -1,0 +1,35 @@
+/**
+ * Companion ads (SPEC "Companion ads", CONTRACT §7): on a key with `companion_ads` on, the ad service
+ * is called with the client's `ad_request` sibling in parallel with the model call (2 s), and its
+ * answer is attached to a successful answer as `ads` (`[]` is a no-fill, not an error) or
+ * `ads_error`.
+ */
+import { callPlugin, isRecord, type PluginResult } from './plugin-call'
+import type { ActiveStage, EnrichmentStage, StageRequest } from './registry'
+
+/** The ad call's limit, counted from the start of the request's answer (CONTRACT §7). */
+export const adLimitMs = 2_000
+
+const readAds = (answer: unknown): unknown[] | undefined => (isRecord(answer) && Array.isArray(answer.ads) ? answer.ads : undefined)
+
+export const companionAdsStage: EnrichmentStage = {
+  name: 'ads',
+  appliesTo: (context) => context.key!.companionAds,
+  async start({ context, deps, model, siblings }: StageRequest): Promise<ActiveStage> {
+    // Started now, before the model call, and awaited only when the answer is complete.
+    const call = callPlugin(deps, 'ads', deps.config.adsUrl, { ad_request: siblings.adRequest ?? null, model, key_id: context.key!.id }, adLimitMs, readAds)
+    let result: PluginResult<unknown[]> | undefined
+    const outcome = () => (result?.error ? result.error.code : result?.value?.length ? 'fill' : 'no_fill')
+    return {
+      name: 'ads',
+      async attach() {
+        if (!result) {
+          result = await call
+          deps.metrics.countEnrichment('ads', outcome())
+        }
+        return result.error ? { ads_error: result.error } : { ads: result.value }
+      },
+      logRecord: () => (result ? { outcome: outcome(), ms: result.ms } : { outcome: 'not_attached' }),
+    }
+  },
+}

@@ -1,0 +1,140 @@
+/**
+ * A plug-in service for tests (CONTRACT §7): a real HTTP server on 127.0.0.1 that stands in for
+ * the companion-ad service (`RT_ADS_URL`) or the keyterm link service (`RT_KEYTERMS_URL`). It
+ * records every request (path, headers, parsed JSON body, time received) and answers as the test
+ * scripts it: a status, JSON, raw text, a delay, or no answer at all.
+ * `await using service = await startPluginService({ path: '/ads', answer: { json: { ads: [] } } })`.
+ */
+import { createServer } from 'node:net'
+
+export interface PluginRequest {
+  method: string
+  /** The path the service was called on, e.g. `/ads`. */
+  path: string
+  headers: Record<string, string>
+  /** The body parsed as JSON (undefined when it is not JSON). */
+  body: any
+  rawBody: string
+  /** `performance.now()` when the request arrived (same clock as the tests). */
+  at: number
+}
+
+export interface PluginReply {
+  status?: number
+  /** Sent JSON-encoded, `content-type: application/json`. */
+  json?: unknown
+  /** Sent as-is (used when `json` is absent). */
+  text?: string
+  headers?: Record<string, string>
+  /** Wait this long before answering. */
+  delayMs?: number
+  /** Never answer (until the caller gives up or the service closes). */
+  hang?: boolean
+}
+
+export type PluginHandler = (request: PluginRequest) => PluginReply | Response | undefined | Promise<PluginReply | Response | undefined>
+
+export interface PluginService extends AsyncDisposable {
+  /** The URL to configure, path included (e.g. `http://127.0.0.1:PORT/ads`). */
+  url: string
+  requests: PluginRequest[]
+  /** Replaces the behaviour; a handler returning undefined falls back to the default answer. */
+  handle(handler: PluginHandler): void
+  close(): Promise<void>
+}
+
+export interface PluginServiceOptions {
+  /** The path part of `url` (default `/`). */
+  path?: string
+  /** The answer when no handler is set or the handler returns undefined (default 200 `{}`). */
+  answer?: PluginReply
+  handler?: PluginHandler
+}
+
+function toResponse(reply: PluginReply): Response {
+  const headers = new Headers(reply.headers)
+  if (reply.json !== undefined) {
+    if (!headers.has('content-type')) headers.set('content-type', 'application/json')
+    return new Response(JSON.stringify(reply.json), { status: reply.status ?? 200, headers })
+  }
+  return new Response(reply.text ?? '', { status: reply.status ?? 200, headers })
+}
+
+export async function startPluginService(options: PluginServiceOptions = {}): Promise<PluginService> {
+  const requests: PluginRequest[] = []
+  let handler: PluginHandler | undefined = options.handler
+  const fallback: PluginReply = options.answer ?? { json: {} }
+  /** Requests still waiting on a hang or a delay: released at close. */
+  const waiting = new Set<() => void>()
+  const wait = (ms: number | undefined, signal: AbortSignal) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        if (timer !== undefined) clearTimeout(timer)
+        waiting.delete(done)
+        signal.removeEventListener('abort', done)
+        resolve()
+      }
+      const timer = ms === undefined ? undefined : setTimeout(done, ms)
+      waiting.add(done)
+      signal.addEventListener('abort', done)
+    })
+
+  const server = Bun.serve({
+    hostname: '127.0.0.1',
+    port: 0,
+    idleTimeout: 0,
+    development: false,
+    async fetch(request) {
+      const at = performance.now()
+      const url = new URL(request.url)
+      const rawBody = request.method === 'GET' || request.method === 'HEAD' ? '' : await request.text()
+      let body: unknown = undefined
+      try {
+        body = rawBody ? JSON.parse(rawBody) : undefined
+      } catch {}
+      const recorded: PluginRequest = { method: request.method, path: url.pathname, headers: Object.fromEntries(request.headers), body, rawBody, at }
+      requests.push(recorded)
+      const custom = handler ? await handler(recorded) : undefined
+      if (custom instanceof Response) return custom
+      const reply = custom ?? fallback
+      if (reply.hang) {
+        await wait(undefined, request.signal)
+        return new Response(null, { status: 499 })
+      }
+      if (reply.delayMs) await wait(reply.delayMs, request.signal)
+      return toResponse(reply)
+    },
+  })
+  const path = options.path ?? '/'
+  const close = async () => {
+    for (const release of [...waiting]) release()
+    await server.stop(true)
+  }
+  return {
+    url: `http://127.0.0.1:${server.port}${path.startsWith('/') ? path : `/${path}`}`,
+    requests,
+    handle(next) {
+      handler = next
+    },
+    close,
+    [Symbol.asyncDispose]: close,
+  }
+}
+
+/** A URL on 127.0.0.1 where nothing listens (a port opened, then closed): connections are refused. */
+export async function refusedUrl(path = '/'): Promise<string> {
+  const port = await new Promise<number>((resolve, reject) => {
+    const probe = createServer()
+    probe.once('error', reject)
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address()
+      if (address === null || typeof address === 'string') {
+        probe.close()
+        reject(new Error('no port'))
+        return
+      }
+      probe.close(() => resolve(address.port))
+    })
+  })
+  return `http://127.0.0.1:${port}${path.startsWith('/') ? path : `/${path}`}`
+}
