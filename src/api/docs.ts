@@ -3,6 +3,7 @@ import { dirname, join } from 'node:path'
 import { Elysia } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import viewerPackage from 'swagger-ui-dist/package.json' with { type: 'json' }
+import { decisionsPath } from './decisions-document'
 
 const documentPath = '/api/v1/openapi.json'
 const docsPath = '/api/v1/docs'
@@ -71,8 +72,14 @@ export function apiDocument() {
         openapiVersion: '3.0.3' as never,
         documentation: {
           info: { title: 'Router management API', version: '1.0.0', description: 'Management API of the LLM inference meta-router.' },
-          components: { securitySchemes: { managementKey: { type: 'http', scheme: 'bearer', description: 'A management key, rt_mgmt_…' } } },
+          components: {
+            securitySchemes: {
+              managementKey: { type: 'http', scheme: 'bearer', description: 'A management key, rt_mgmt_…' },
+              inferenceKey: { type: 'http', scheme: 'bearer', description: 'An inference key, rt_live_…' },
+            },
+          },
           security: [{ managementKey: [] }],
+          paths: decisionsPath as never,
         },
         exclude: { paths: [/^\/(?!api\/v1\/)/] },
       }),

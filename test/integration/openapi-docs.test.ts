@@ -23,7 +23,15 @@ async function fetchDocument(server: TestServer): Promise<Record<string, any>> {
   return (await response.json()) as Record<string, any>
 }
 
+/** The one inference path the document carries (CONTRACT §9 leaves its fields to the service); the rest is the management API. */
+const inferencePath = '/v1/decisions'
+
+/** The management API's operations (every path under /api/v1). */
 function operationsOf(document: Record<string, any>): Operation[] {
+  return allOperationsOf(document).filter(({ path }) => path !== inferencePath)
+}
+
+function allOperationsOf(document: Record<string, any>): Operation[] {
   const operations: Operation[] = []
   for (const [path, item] of Object.entries(document.paths as Record<string, Record<string, any>>)) {
     for (const method of methods) if (item[method]) operations.push({ method, path, operation: item[method] })
@@ -238,6 +246,29 @@ describe('GET /api/v1/openapi.json', () => {
   test('leaves out the docs page, its assets and the document itself', async () => {
     await using server = await startTestServer()
     const paths = Object.keys((await fetchDocument(server)).paths)
-    expect(paths.filter((path) => !path.startsWith('/api/v1/') || path.startsWith('/api/v1/docs') || path.startsWith('/api/v1/openapi'))).toEqual([])
+    expect(paths.filter((path) => !path.startsWith('/api/v1/') || path.startsWith('/api/v1/docs') || path.startsWith('/api/v1/openapi'))).toEqual([inferencePath])
+  })
+
+  test('documents POST /v1/decisions: the CONTRACT §9 request and answer, an inference key, errors in the chat envelope', async () => {
+    await using server = await startTestServer()
+    const document = await fetchDocument(server)
+    const operations = allOperationsOf(document).filter(({ path }) => path === inferencePath)
+    expect(operations.map(({ method }) => method)).toEqual(['post'])
+    const operation = operations[0]!.operation
+    expect(operation.security).toEqual([{ inferenceKey: [] }])
+    expect(document.components.securitySchemes.inferenceKey).toMatchObject({ type: 'http', scheme: 'bearer' })
+    const request = operation.requestBody.content['application/json'].schema
+    expect(request.required).toEqual(['model', 'state', 'questions'])
+    expect(request.properties.questions).toMatchObject({ minItems: 1, maxItems: 16 })
+    expect(request.properties.questions.items.properties.type.enum).toEqual(['choice', 'boolean', 'number'])
+    expect(request.properties.questions.items.properties.options).toMatchObject({ minItems: 2, maxItems: 32, uniqueItems: true })
+    const answer = operation.responses['200'].content['application/json'].schema
+    expect(answer.required).toEqual(['id', 'object', 'model', 'created', 'answers'])
+    expect(Object.keys(operation.responses).sort()).toEqual(['200', '400', '401', '404', '502'])
+    for (const status of ['400', '401', '404', '502']) {
+      const schema = operation.responses[status].content['application/json'].schema
+      expect(Object.keys(schema.properties.error.properties).sort()).toEqual(['code', 'message', 'type'])
+    }
+    expect(operation.responses['400'].description).toContain('invalid_decision_request')
   })
 })
