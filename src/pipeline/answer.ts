@@ -77,10 +77,18 @@ export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
    * The answer when the upstream speaks the client's dialect and nothing was changed in it (no stage
    * applies, or a tool loop's first round ended without a server tool call): bytes passed through.
    * `hiddenTools`: tools the service offered, not echoed back; `extras`: fields the stages attach,
-   * top-level siblings of a buffered answer (a stream with extras is never passed through).
-   * Undefined: translate.
+   * top-level siblings of a buffered answer; `attach`: on a stream, fetches them for the last event
+   * (a dialect that cannot place them on its relayed stream answers undefined). Undefined: translate.
    */
-  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P, hiddenTools?: ReadonlySet<string>, extras?: Record<string, unknown>): Response | undefined
+  passThrough?(
+    context: RequestContext,
+    deps: InferenceDeps,
+    result: SuccessResult,
+    parsed: P,
+    hiddenTools?: ReadonlySet<string>,
+    extras?: Record<string, unknown>,
+    attach?: (text: string) => Promise<Record<string, unknown> | undefined>,
+  ): Response | undefined
   /** Called with the attempt that answers, before anything of the answer is written (headers that name it). */
   served?(context: RequestContext, served: Served): void
   /** The buffered reply in the dialect (may throw UntranslatableReply). */
@@ -107,12 +115,13 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
       context.enrichment = JSON.stringify({ decisioner: context.decision })
     }
     const stages = applicableStages(context, deps)
-    const enrichment = stages ? await Enrichment.start(context, deps, parsed, stages) : undefined
+    const enrichment = stages ? await Enrichment.start(context, deps, parsed, stages, request.signal) : undefined
     const input: RoutedCallInput = {
       operation: parsed.operation,
       requestFor: enrichment ? (step) => enrichment.extend(dialect.toUpstream(step, parsed)) : (step) => dialect.toUpstream(step, parsed),
-      model: decision?.model ?? parsed.model,
+      model: parsed.model,
       preferProviderKeyId: decision?.providerKeyId,
+      preferModel: decision?.model,
       stream: parsed.stream,
       incomingHeaders: request.headers,
       clientSignal: request.signal,
@@ -124,6 +133,10 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
     if (result.kind === 'relay') return dialect.errorEnvelope(context, deps, result, parsed)
     if (!enrichment) {
       const passed = dialect.passThrough?.(context, deps, result, parsed)
+      if (passed) return passed
+    } else if (result.stream && !enrichment.offersTools) {
+      // Only fields to attach: the stream can stay the gateway's own where the dialect places them on it.
+      const passed = dialect.passThrough?.(context, deps, result, parsed, undefined, undefined, (text) => enrichment.attach(text))
       if (passed) return passed
     }
     return result.stream ? streamedAnswer(context, deps, dialect, parsed, result, enrichment, input) : bufferedAnswer(context, deps, dialect, parsed, result, enrichment, input)
@@ -167,14 +180,21 @@ class Enrichment {
     this.record()
   }
 
-  static async start(context: RequestContext, deps: InferenceDeps, parsed: ParsedRequest, applicable: readonly EnrichmentStage[]): Promise<Enrichment | undefined> {
+  static async start(context: RequestContext, deps: InferenceDeps, parsed: ParsedRequest, applicable: readonly EnrichmentStage[], clientSignal: AbortSignal | undefined): Promise<Enrichment | undefined> {
     const deadlineAt = context.startedAt + deps.config.deadlineMs
     const started = performance.now()
     const active = await startStages(applicable, { context, deps, model: parsed.model, siblings: parsed.siblings, clientToolNames: clientToolNames(parsed.upstreamBody), deadlineAt })
     // Waiting on tool servers is waiting on the outside, like an upstream: not the router's overhead.
     context.upstreamWaitMs += performance.now() - started
-    return active ? new Enrichment(context, deps, active, deadlineAt) : undefined
+    if (!active) return undefined
+    const enrichment = new Enrichment(context, deps, active, deadlineAt)
+    enrichment.clientSignal = clientSignal
+    return enrichment
   }
+
+  /** The client's own signal, for the stages' work beside the model call. */
+  private clientSignal: AbortSignal | undefined
+  private begun = false
 
   /** The names of the tools the loop offered: never echoed back to the client. */
   get offeredNames(): ReadonlySet<string> {
@@ -187,14 +207,30 @@ class Enrichment {
    */
   async attach(text: string): Promise<Record<string, unknown> | undefined> {
     let fields: Record<string, unknown> | undefined
+    const started = performance.now()
     const attached = await Promise.all(this.stages.map((stage) => stage.attach?.(text)))
+    // Waiting on the plug-in services is waiting on the outside: not the router's overhead.
+    this.context.upstreamWaitMs += performance.now() - started
     for (const added of attached) if (added) fields = Object.assign(fields ?? {}, added)
     this.record()
     return fields
   }
 
-  /** An attempt's upstream call with the offered tools and the finished rounds (a new body; the client's bytes no longer apply). */
+  /** Whether the stages offer tools (a tool loop may follow the first round). */
+  get offersTools(): boolean {
+    return this.tools.length > 0
+  }
+
+  /**
+   * An attempt's upstream call with the offered tools and the finished rounds (a new body; the
+   * client's bytes no longer apply). The first one tells the stages the model call goes out.
+   */
   extend(call: UpstreamCall): UpstreamCall {
+    if (!this.begun) {
+      this.begun = true
+      const hangUp = this.listen(this.clientSignal)
+      for (const stage of this.stages) stage.begin?.(hangUp)
+    }
     if (this.tools.length === 0) return call
     const last = this.round >= maxModelRounds
     const body = call.suffix === '/responses' ? extendResponsesBody(call.body, this.tools, this.finished, last) : extendChatBody(call.body, this.tools, this.finished, last)
@@ -324,6 +360,14 @@ async function bufferedAnswer<P extends ParsedRequest>(
     }
     if (enrichment?.strayCalls(reply.toolCalls)) reply = { ...reply, toolCalls: [], finishReason: reply.finishReason === 'tool_calls' ? 'stop' : reply.finishReason }
     const answer = before ? mergeRounds(before, reply) : reply
+    // The answer is written before anything is attached to it: a reply that cannot be written fails
+    // without a plug-in call.
+    let body: unknown
+    try {
+      body = dialect.writeReply(context, deps, answer, parsed, served)
+    } catch (error) {
+      return untranslatable(context, deps, result, error)
+    }
     const extras = enrichment ? await enrichment.attach(answer.text) : undefined
     // A first round that called no server tool is the upstream's answer as it came: passed through
     // where the client speaks the upstream's dialect (what a translation would lose, kept), with the
@@ -331,12 +375,6 @@ async function bufferedAnswer<P extends ParsedRequest>(
     if (!before && enrichment && dialect.passThrough) {
       const passed = dialect.passThrough(context, deps, result, parsed, enrichment.offeredNames, extras)
       if (passed) return passed
-    }
-    let body: unknown
-    try {
-      body = dialect.writeReply(context, deps, answer, parsed, served)
-    } catch (error) {
-      return untranslatable(context, deps, result, error)
     }
     context.headers['content-type'] = 'application/json'
     // Attached fields are top-level siblings of the answer object (CONTRACT §7).

@@ -11,8 +11,7 @@
  *
  * The outcome is the X-Router-Decisioner header, the target tried first and, maybe, the model.
  */
-import { spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
-import { canonicalId } from '../gateways/model-catalog'
+import { canonicalId, decideModel, gatewaysListing, spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
 import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
 import type { ProviderEntry } from '../storage/snapshot'
 import type { RequestContext } from './context'
@@ -58,7 +57,12 @@ interface Fact {
   spelled: string | undefined
   /** Listed prompt + completion price, USD per million tokens; undefined: unknown. */
   usdPerMillion: number | undefined
+  /** Whether the rule would send it the model at all (the catalog rules of routing: a stale catalog never rules it out). */
+  sendable: boolean
 }
+
+/** A model id that can go in a header and a plan: bounded, printable ASCII (the key's `models` are free text). */
+const headerSafe = (id: string) => id.length > 0 && id.length <= 256 && /^[\x21-\x7e]+$/.test(id) && !id.includes(';')
 
 const twoDecimals = (value: number) => (Math.round(value * 100) / 100).toFixed(2)
 
@@ -84,6 +88,8 @@ function factsOf(context: RequestContext, model: string): Fact[] {
   const snapshot = context.snapshot!
   const facts: Fact[] = []
   const seen = new Set<string>()
+  const now = Date.now()
+  const knownSomewhere = gatewaysListing(snapshot.catalogs, model, now).length > 0
   for (const target of context.key!.rule.targets) {
     const provider = snapshot.providers.get(target.providerKeyId)
     if (!provider || provider.disabled || !provider.gateway.routable || snapshot.gatewayEnabled.get(provider.gateway.id) === false) continue
@@ -91,7 +97,8 @@ function factsOf(context: RequestContext, model: string): Fact[] {
     seen.add(provider.gateway.id)
     const catalog = snapshot.catalogs.get(provider.gateway.id)
     const spelled = catalog ? spellingFor(catalog, model) : undefined
-    facts.push({ gateway: provider.gateway.id, provider, listed: spelled !== undefined, spelled, usdPerMillion: usdPerMillion(catalog, spelled) })
+    const sendable = decideModel(catalog, model, knownSomewhere, now).kind === 'send'
+    facts.push({ gateway: provider.gateway.id, provider, listed: spelled !== undefined, spelled, usdPerMillion: usdPerMillion(catalog, spelled), sendable })
   }
   return facts
 }
@@ -118,12 +125,22 @@ function shortlist(facts: readonly Fact[], model: string, context: RequestContex
   return [...priced].sort((left, right) => left[1] - right[1]).slice(0, shortlistSize).map(([id]) => id)
 }
 
-/** The answer to one choice question: the top option, its probability and the runner-up's. */
+/**
+ * The answer to one choice question: the top option (the most probable one; the answer names it
+ * on a tie), its probability and the runner-up's.
+ */
 function topChoice(answer: { answer: string; probabilities: Record<string, number> }): { option: string; p: number; runnerUp: number } {
-  const p = answer.probabilities[answer.answer] ?? 0
+  let option = answer.answer
+  let p = answer.probabilities[option] ?? 0
+  for (const [candidate, probability] of Object.entries(answer.probabilities)) {
+    if (probability > p) {
+      option = candidate
+      p = probability
+    }
+  }
   let runnerUp = 0
-  for (const [option, probability] of Object.entries(answer.probabilities)) if (option !== answer.answer && probability > runnerUp) runnerUp = probability
-  return { option: answer.answer, p, runnerUp }
+  for (const [candidate, probability] of Object.entries(answer.probabilities)) if (candidate !== option && probability > runnerUp) runnerUp = probability
+  return { option, p, runnerUp }
 }
 
 export async function decide(context: RequestContext, deps: InferenceDeps, model: string): Promise<Decision> {
@@ -146,9 +163,13 @@ export async function decide(context: RequestContext, deps: InferenceDeps, model
 
   // One decision call: which target, and (when allowed) which model.
   const decider = context.snapshot!.providers.get(config.provider_key_id)
-  if (!decider || decider.disabled || !decider.gateway.decisions) return skip('jev_error')
-  const targets = facts.map((fact) => fact.gateway)
-  const models = modelOptions(config, facts, model, context)
+  const snapshot = context.snapshot!
+  if (!decider || decider.disabled || !decider.gateway.capabilities.decisioner || snapshot.gatewayEnabled.get(decider.gateway.id) === false) return skip('jev_error')
+  // The options are the targets a pick can serve: not known to lack the model, within the budget.
+  const servable = facts.filter((fact) => fact.sendable && (budget === undefined || fact.usdPerMillion === undefined || fact.usdPerMillion <= budget))
+  if (servable.length < 2) return servable.length === 1 ? { header: header([`pick:${servable[0]!.gateway}`, 'via:code', `obj:${objective}`]), providerKeyId: servable[0]!.provider.id } : skip('not_listed')
+  const targets = servable.map((fact) => fact.gateway)
+  const models = modelOptions(config, servable, model, context)
   const questions: DecisionQuestion[] = [
     { id: 'target', type: 'choice', prompt: `Which gateway should serve this ${model} request best for the objective '${objective}'?`, options: targets },
   ]
@@ -158,7 +179,7 @@ export async function decide(context: RequestContext, deps: InferenceDeps, model
     model,
     ...(config.notes ? { notes: config.notes } : {}),
     ...(budget !== undefined ? { max_usd_m: budget } : {}),
-    targets: facts.map((fact) => ({ gateway: fact.gateway, lists_model: fact.listed, usd_per_million: fact.usdPerMillion ?? null })),
+    targets: servable.map((fact) => ({ gateway: fact.gateway, lists_model: fact.listed, usd_per_million: fact.usdPerMillion ?? null })),
   }
   const started = performance.now()
   const timeLeft = context.startedAt + deps.config.deadlineMs - started
@@ -187,13 +208,13 @@ export async function decide(context: RequestContext, deps: InferenceDeps, model
   const answers = (answer as { answers: { answer: string; probabilities: Record<string, number> }[] }).answers
   const target = topChoice(answers[0]!)
   if (target.p < minConfidence) return skip('low_confidence', callMs)
-  const picked = facts.find((fact) => fact.gateway === target.option)!
+  const picked = servable.find((fact) => fact.gateway === target.option)!
   let override: string | undefined
   if (answers[1]) {
     const chosen = topChoice(answers[1])
     // An override needs the same confidence, and a model the picked target can be sent.
     const catalog = context.snapshot!.catalogs.get(picked.gateway)
-    if (chosen.option !== model && chosen.p >= minConfidence && (!catalog || spellingFor(catalog, chosen.option) !== undefined)) override = chosen.option
+    if (chosen.option !== model && chosen.p >= minConfidence && headerSafe(chosen.option) && (!catalog || spellingFor(catalog, chosen.option) !== undefined)) override = chosen.option
   }
   return {
     header: header([

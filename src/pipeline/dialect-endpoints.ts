@@ -55,7 +55,9 @@ export const chatDialect: ClientDialect<ChatRequest> = {
   relaysReply: true,
   errorEnvelope: (context, deps, result) => relayUpstreamError(context, deps, result),
   // The responses-only gateway kind answers chat too (gateways/responses-only.ts): always the client's dialect.
-  passThrough: (context, deps, result, _parsed, _hidden, extras) => passChatThrough(context, deps, result, extras),
+  // A relayed chat stream is passed on record by record as checked: it has no place to hold its last
+  // chunk for attached fields, so such a stream is decoded and encoded instead (undefined).
+  passThrough: (context, deps, result, _parsed, _hidden, extras, attach) => (attach ? undefined : passChatThrough(context, deps, result, extras)),
   writeReply: (_context, _deps, reply) => writeChatCompletion(reply),
   encodeStream: (context, _deps, parsed) => encodeChatStream({ id: `chatcmpl-${context.requestId}`, model: parsed.model }),
 }

@@ -83,9 +83,26 @@ function rewriteResponse(value: Json, id: string, previousId: string | null, hid
   return rewritten
 }
 
-function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'success' }>, issueId: IssueId, previousId: string | null, request: Json): ReadableStream<Uint8Array> {
+/**
+ * A native Responses stream relayed event by event with our ids. `attach`: fields enrichment stages
+ * add (companion ads, keyterms), merged into the `response` of the terminal event, which waits for
+ * them (CONTRACT §7); the text they see is the stream's output text.
+ */
+function nativeStream(
+  context: RequestContext,
+  deps: InferenceDeps,
+  result: Extract<RunResult, { kind: 'success' }>,
+  issueId: IssueId,
+  previousId: string | null,
+  request: Json,
+  attach?: (text: string) => Promise<Record<string, unknown> | undefined>,
+): ReadableStream<Uint8Array> {
   const end = trackStream(context, deps)
   let terminal = false
+  /** The output text so far (for the attaching stages). */
+  let answerText = ''
+  /** The terminal event, held while the attached fields are fetched. */
+  let held: Promise<void> | undefined
   let sequence = 0
   /** The last response snapshot the client saw, and the items finished since: a failed stream's response. */
   let snapshot: Json | undefined
@@ -126,6 +143,7 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
       snapshot = data.response
     }
     const type = String(data.type ?? event.event ?? 'message')
+    if (type === 'response.output_text.delta' && typeof data.delta === 'string') answerText += data.delta
     if (type === 'response.output_item.added' && isObject(data.item)) openItem = { item: data.item, text: '' }
     else if (type === 'response.output_text.delta' && openItem && typeof data.delta === 'string') openItem.text += data.delta
     else if (type === 'response.output_item.done' && isObject(data.item)) {
@@ -149,6 +167,13 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
         context.inputTokens = usage.input_tokens
         context.outputTokens = usage.output_tokens
       }
+      if (attach && type !== 'response.failed') {
+        held = attach(answerText).then((fields) => {
+          if (fields && isObject(data.response)) data.response = { ...data.response, ...fields }
+          output.enqueue(sseEvent(type, data))
+        })
+        return
+      }
     }
     output.enqueue(sseEvent(type, data))
   }
@@ -161,6 +186,7 @@ function nativeStream(context: RequestContext, deps: InferenceDeps, result: Extr
         output = controller
       },
       event: onEvent,
+      pending: () => held,
       broke(message) {
         if (terminal) return
         if (reportedError) emitFailure(reportedError.code, reportedError.message, true)
@@ -253,7 +279,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     }
     return relayUpstreamError(context, deps, result)
   },
-  passThrough(context, deps, result, parsed, hiddenTools, extras) {
+  passThrough(context, deps, result, parsed, hiddenTools, extras, attach) {
     // A target served by translation to chat is answered by the generic path (decode → encode).
     if (result.replyKind !== 'response') return undefined
     const issueId = idIssuer(deps, result.step.provider.id, context.key!.id)
@@ -262,7 +288,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     if (result.stream) {
       context.headers['content-type'] = 'text/event-stream; charset=utf-8'
       context.headers['cache-control'] = 'no-cache'
-      return new Response(nativeStream(context, deps, result, issueId, parsed.previousId, parsed.upstreamBody), { status: 200, headers: context.responseHeaders() })
+      return new Response(nativeStream(context, deps, result, issueId, parsed.previousId, parsed.upstreamBody, attach), { status: 200, headers: context.responseHeaders() })
     }
     // Parsed and checked to be a Response object (an object with `output`) by run-attempts.
     const value = result.value as Json

@@ -9,7 +9,8 @@ import type { RequestContext } from './context'
 import { finishFailedRun, finishWith, recordServingAttempt, trackStream } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
 import { isPlanCacheable, planRoute, type Operation, type PlannedAttempt, type RoutePlan } from './plan-route'
-import type { KeyEntry, ProviderEntry } from '../storage/snapshot'
+import type { KeyEntry, ProviderEntry, Snapshot } from '../storage/snapshot'
+import { spellingFor } from '../gateways/model-catalog'
 import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
 import { readUsage, readUsageFromBody, relayChatStream } from './respond'
@@ -42,6 +43,8 @@ export interface RoutedCallInput {
   relaysReply?: boolean
   /** The decisioner's pick: this provider key's attempt goes first, the rest of the rule fails over as usual. */
   preferProviderKeyId?: string
+  /** The model the pick overrode the inbound one with: sent on the picked attempt only (the inbound model is the fallback). */
+  preferModel?: string
   /** A further check of a parsed buffered answer; a problem fails the attempt over (an unusable reply). */
   accept?: (value: unknown) => string | undefined
 }
@@ -184,17 +187,28 @@ class RoutedCall implements AttemptCall {
   }
 }
 
-/** A plan with the picked provider key's attempt moved first (unchanged when the pick has no attempt: not listed, say). */
-function preferred(plan: RoutePlan, providerKeyId: string): RoutePlan {
-  const first = plan.steps.find((step) => step.kind === 'attempt' && step.provider.id === providerKeyId)
-  if (!first) return plan
-  return { ...plan, steps: [first, ...plan.steps.filter((step) => step !== first)] }
+/**
+ * A plan with the decisioner's pick first. Without a model override, the pick's own attempt moves
+ * to the front (unchanged when the pick has none: not listed, say). With one, an attempt of the
+ * picked provider key with the override's spelling goes in front of the plan as it was, so the
+ * inbound model stays the fallback, on the pick as on the rest of the rule.
+ */
+function preferred(plan: RoutePlan, providerKeyId: string, model: string | undefined, snapshot: Snapshot): RoutePlan {
+  const own = plan.steps.find((step): step is PlannedAttempt => step.kind === 'attempt' && step.provider.id === providerKeyId)
+  if (model === undefined) return own ? { ...plan, steps: [own, ...plan.steps.filter((step) => step !== own)] } : plan
+  const timing = own ?? plan.steps.find((step): step is PlannedAttempt => step.kind === 'attempt')
+  const provider = snapshot.providers.get(providerKeyId)
+  if (!timing || !provider) return plan
+  const catalog = snapshot.catalogs.get(provider.gateway.id)
+  const spelled = (catalog && spellingFor(catalog, model)) ?? model
+  const overridden: PlannedAttempt = { ...timing, kind: 'attempt', provider, gateway: provider.gateway.id, model: spelled, remap: false }
+  return { ...plan, steps: [overridden, ...plan.steps] }
 }
 
 /** Plans and runs the attempts of one routed call (shared by every dialect that pivots on chat). */
 export function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
   context.snapshot ??= deps.snapshots.current()
-  const plan = input.preferProviderKeyId ? preferred(planFor(context, deps, input), input.preferProviderKeyId) : cachedPlan(context, deps, input)
+  const plan = input.preferProviderKeyId ? preferred(planFor(context, deps, input), input.preferProviderKeyId, input.preferModel, context.snapshot!) : cachedPlan(context, deps, input)
   context.mark('plan')
   return runAttempts(plan.steps, new RoutedCall(context, deps, input))
 }

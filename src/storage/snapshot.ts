@@ -90,6 +90,23 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
   let seenVersion = -1
   let seenConfigVersion = -1
   let buildCount = 0
+  /**
+   * Each gateway's prices as of its catalog's crawl: read again only when a crawl replaced the
+   * catalog, not on every rebuild (a key or provider write does not touch them).
+   */
+  const priceCache = new Map<string, { fetchedAt: number; listed: number; prices: Map<string, ModelPricing> }>()
+  // Prices only where a listing carries them (the decisioner's facts; missing is unknown, never zero).
+  function pricesOf(gateway: string, fetchedAt: number, listed: number): Map<string, ModelPricing> {
+    const cached = priceCache.get(gateway)
+    if (cached?.fetchedAt === fetchedAt && cached.listed === listed) return cached.prices
+    const prices = new Map<string, ModelPricing>()
+    for (const row of deps.repositories.gatewayCatalogs.listPricedModels(gateway)) {
+      const pricing = pricingOfStoredObject(row.object)
+      if (pricing) prices.set(row.modelId, pricing)
+    }
+    priceCache.set(gateway, { fetchedAt, listed, prices })
+    return prices
+  }
 
   function build(): Snapshot {
     const { repositories, secretBox, config, logger } = deps
@@ -173,18 +190,9 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
       if (ids) ids.push(row.modelId)
       else listed.set(row.gateway, [row.modelId])
     }
-    // Prices only where a listing carries them (the decisioner's facts; missing is unknown, never zero).
-    const prices = new Map<string, Map<string, ModelPricing>>()
-    for (const row of repositories.gatewayCatalogs.listPricedModels()) {
-      const pricing = pricingOfStoredObject(row.object)
-      if (!pricing) continue
-      let byModel = prices.get(row.gateway)
-      if (!byModel) prices.set(row.gateway, (byModel = new Map()))
-      byModel.set(row.modelId, pricing)
-    }
     const catalogs = new Map<string, GatewayCatalog>()
     for (const row of repositories.gatewayCatalogs.listCatalogs()) {
-      catalogs.set(row.gateway, buildGatewayCatalog(row.gateway, row.fetchedAt, listed.get(row.gateway) ?? [], prices.get(row.gateway)))
+      catalogs.set(row.gateway, buildGatewayCatalog(row.gateway, row.fetchedAt, listed.get(row.gateway) ?? [], pricesOf(row.gateway, row.fetchedAt, listed.get(row.gateway)?.length ?? 0)))
     }
     const budgets = new Map<string, number>()
     for (const row of repositories.gatewayCatalogs.listBudgets()) budgets.set(row.gateway, row.ttfbBudgetMs)

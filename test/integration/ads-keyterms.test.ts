@@ -1171,3 +1171,51 @@ describe('GET /metrics', () => {
     for (const [labels, value] of Object.entries(counts)) if (!['ads fill', 'ads no_fill', 'ads ads_malformed', 'keyterms ok', 'keyterms keyterms_upstream_error'].includes(labels)) expect(value).toBe(0)
   })
 })
+
+// =============================================================================================
+
+describe('when the plug-ins are called, and what a stream keeps', () => {
+  test('a request that fails before any model call (nothing listed, no route) makes no ad call', async () => {
+    await using env = await startEnv()
+    const key = await featureKey(env, { ads: true, keyterms: true })
+    // A fresh catalog that lists another model: the target is skipped, nothing is sent (404).
+    env.server.runtime.repositories.gatewayCatalogs.replaceCatalog(NATIVE, Date.now(), [{ modelId: 'other-model', canonicalId: 'meta-llama/other-model', object: '{}' }])
+    env.server.runtime.repositories.gatewayCatalogs.replaceCatalog('openai', Date.now(), [{ modelId: 'gpt-4o-mini', canonicalId: MODEL, object: '{}' }])
+    const refused = await chat(env, key, { ad_request: { slot: 'top' } })
+    expect(refused.status).toBe(404)
+    expect(refused.json.error.code).toBe('model_not_available')
+    expectNoEnrichment(refused.json)
+    expect(mockOf(env).calls('/chat/completions')).toHaveLength(0)
+    expect(env.ads.requests).toHaveLength(0)
+    expect(env.keyterms.requests).toHaveLength(0)
+  })
+
+  test('a reply that cannot be translated is a 502 without a keyterm call', async () => {
+    await using env = await startEnv()
+    const key = await featureKey(env, { shape: 'messages', keyterms: true })
+    // A chat completion whose tool_calls is not an array: the messages translation refuses it.
+    mockOf(env).handle((request) =>
+      request.path.endsWith('/chat/completions') ? { json: { ...chatCompletion(MESSAGES_MODEL, REPLY), choices: [{ index: 0, message: { role: 'assistant', content: 'x', tool_calls: 'nope' }, finish_reason: 'stop' }] } } : undefined,
+    )
+    const result = await messages(env, key)
+    expect(result.status).toBe(502)
+    expectNoEnrichment(result.json)
+    expect(env.keyterms.requests).toHaveLength(0)
+  })
+
+  test('a native Responses stream with fields to attach stays the gateway stream: its id chains, and the fields ride in response.completed', async () => {
+    // openai: a gateway kind that anchors chains.
+    await using env = await startEnv({ gateways: ['openai'] })
+    const key = await featureKey(env, { ads: true, gateways: ['openai'] })
+    const events = streamEvents(await responses(env, key, { stream: true }))
+    const completed = events.find((event) => event.data.type === 'response.completed')!.data
+    expect(completed.response.ads).toEqual(ADS)
+    const id = completed.response.id as string
+    expect(id).toStartWith('resp_rt_')
+    // Every event names the same id, and it anchors a chain to the gateway's own response.
+    for (const event of events) if (event.data.response) expect(event.data.response.id).toBe(id)
+    const chained = await responses(env, key, { previous_response_id: id })
+    expect(chained.status).toBe(200)
+    expect(mockOf(env, 'openai').calls('/responses').at(-1)!.body.previous_response_id).toBe('resp_up_1')
+  })
+})

@@ -646,6 +646,39 @@ describe('the decisioner: the decision call', () => {
   })
 })
 
+describe('the decisioner: reading the answer, and the fallbacks of a pick', () => {
+  test("the top option is the most probable one, whatever the answer field names", async () => {
+    await using env = await startDecisionerEnv()
+    for (const gateway of [A, B]) seedCatalog(env.server, gateway, { [MODEL]: null })
+    env.mocks[DECIDER]!.handle((request) =>
+      request.path.endsWith('/decisions') ? { json: decisionAnswer([{ id: 'target', type: 'choice', answer: A, probabilities: { [A]: 0.3, [B]: 0.7 } }]) } : undefined,
+    )
+    const key = await decisionerKey(env, [A, B], { objective: 'capability' })
+    const result = await chat(env.server, key.secret)
+    expect(result.status).toBe(200)
+    expect(decisionerHeader(result)).toBe(`pick:${B};choice:${B};conf:0.40;p:0.70;obj:capability`)
+    expect(result.headers.get('x-router-provider')).toBe(B)
+  })
+
+  test('an overridden model is sent to the pick only: when it fails there, the inbound model is the fallback', async () => {
+    await using env = await startDecisionerEnv()
+    // Only B lists the other model; A lists the inbound one.
+    seedCatalog(env.server, A, { [MODEL]: null })
+    seedCatalog(env.server, B, { [MODEL]: null, [OTHER_MODEL]: null })
+    scriptDecider(env.mocks[DECIDER]!, { target: { [A]: 0.1, [B]: 0.9 }, model: { [MODEL]: 0.1, [OTHER_MODEL]: 0.9 } })
+    env.mocks[B]!.handle((request) => (request.path.endsWith('/chat/completions') && request.body.model === OTHER_MODEL ? { status: 500, json: { error: { message: 'down' } } } : undefined))
+    const key = await decisionerKey(env, [A, B], { objective: 'capability', allow_model_override: true, models: [OTHER_MODEL] })
+    const result = await chat(env.server, key.secret)
+    expect(result.status).toBe(200)
+    expect(decisionerHeader(result)).toBe(`pick:${B};model:${OTHER_MODEL};choice:${B};conf:0.80;p:0.90;obj:capability`)
+    // The pick with the other model first, then the rule as it was, with the inbound model.
+    expect(chatCalls(env.mocks[B]!).map((call) => call.body.model)).toEqual([OTHER_MODEL])
+    expect(chatCalls(env.mocks[A]!).map((call) => call.body.model)).toEqual([MODEL])
+    expect(result.headers.get('x-router-provider')).toBe(A)
+    expect(result.headers.get('x-router-failover')).toBe(`${B}:server-error`)
+  })
+})
+
 describe('the decisioner on other endpoints', () => {
   test('a messages-shape key: the pick applies on /v1/messages too (header, the picked target served)', async () => {
     await using env = await startDecisionerEnv()

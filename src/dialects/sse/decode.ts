@@ -11,6 +11,8 @@ export interface SseHandlers<Out> {
   broke(message: string): void
   /** The bytes ended. */
   end(): void
+  /** Work an event started that the stream waits for before reading on (an event held for fields to attach). */
+  pending?(): Promise<void> | undefined
 }
 
 /** SSE bytes → `Out` chunks, chunk by chunk: every upstream SSE reader is one of these. */
@@ -24,8 +26,10 @@ export function decodeSse<Out>(handlers: SseHandlers<Out>): TransformStream<Byte
     transform(chunk) {
       if (typeof chunk === 'symbol') handlers.broke(brokenStreamMessage(chunk))
       else parser.feed(decoder.decode(chunk, { stream: true }))
+      return handlers.pending?.()
     },
-    flush() {
+    async flush() {
+      await handlers.pending?.()
       handlers.end()
     },
   })

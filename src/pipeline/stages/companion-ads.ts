@@ -16,15 +16,19 @@ export const companionAdsStage: EnrichmentStage = {
   name: 'ads',
   appliesTo: (context) => context.key!.companionAds,
   async start({ context, deps, model, siblings }: StageRequest): Promise<ActiveStage> {
-    // Started now, before the model call, and awaited only when the answer is complete.
-    const call = callPlugin(deps, 'ads', deps.config.adsUrl, { ad_request: siblings.adRequest ?? null, model, key_id: context.key!.id }, adLimitMs, readAds)
+    const body = { ad_request: siblings.adRequest ?? null, model, key_id: context.key!.id }
+    let call: Promise<PluginResult<unknown[]>> | undefined
     let result: PluginResult<unknown[]> | undefined
     const outcome = () => (result?.error ? result.error.code : result?.value?.length ? 'fill' : 'no_fill')
     return {
       name: 'ads',
+      // Started with the first model call (the route is planned), in parallel with it.
+      begin(hangUp) {
+        call ??= callPlugin(deps, 'ads', deps.config.adsUrl, body, adLimitMs, readAds, hangUp)
+      },
       async attach() {
         if (!result) {
-          result = await call
+          result = await (call ??= callPlugin(deps, 'ads', deps.config.adsUrl, body, adLimitMs, readAds))
           deps.metrics.countEnrichment('ads', outcome())
         }
         return result.error ? { ads_error: result.error } : { ads: result.value }

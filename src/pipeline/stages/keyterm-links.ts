@@ -40,8 +40,10 @@ export const keytermLinksStage: EnrichmentStage = {
     return {
       name: 'keyterms',
       async attach(answerText: string) {
-        result ??= await callPlugin(deps, 'keyterms', deps.config.keytermsUrl, { text: answerText, max_keyterms: max }, keytermLimitMs, readKeyterms)
-        deps.metrics.countEnrichment('keyterms', outcome())
+        if (!result) {
+          result = await callPlugin(deps, 'keyterms', deps.config.keytermsUrl, { text: answerText, max_keyterms: max }, keytermLimitMs, readKeyterms)
+          deps.metrics.countEnrichment('keyterms', outcome())
+        }
         return result.error ? { keyterms_error: result.error } : { keyterms: result.value }
       },
       logRecord: () => (result ? { outcome: outcome(), ms: result.ms } : { outcome: 'not_attached' }),

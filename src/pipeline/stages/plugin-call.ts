@@ -23,6 +23,7 @@ export async function callPlugin<T>(
   body: unknown,
   limitMs: number,
   read: PluginReader<T>,
+  hangUp?: AbortSignal,
 ): Promise<PluginResult<T>> {
   const started = performance.now()
   const elapsed = () => Math.round((performance.now() - started) * 1000) / 1000
@@ -31,6 +32,9 @@ export async function callPlugin<T>(
   if (!url) return fail('unconfigured', `The ${stage === 'ads' ? 'companion-ad' : 'keyterm'} service is not configured (${setting} is not set).`)
   const controller = new AbortController()
   const timer = setTimeout(() => controller.abort(), limitMs)
+  // The client went away: nobody will read the answer.
+  const abandon = () => controller.abort()
+  hangUp?.addEventListener('abort', abandon, { once: true })
   try {
     let response: Response
     try {
@@ -56,6 +60,7 @@ export async function callPlugin<T>(
     return { value, ms: elapsed() }
   } finally {
     clearTimeout(timer)
+    hangUp?.removeEventListener('abort', abandon)
   }
 }
 

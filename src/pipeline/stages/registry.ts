@@ -36,6 +36,12 @@ export interface ActiveStage {
   /** Runs one of its tools; never throws: a failure is an error text for the model. */
   runTool?(call: ToolCallRequest, deadlineAt: number, signal: AbortSignal): Promise<string>
   /**
+   * Called once, when the first upstream attempt is built: the route was planned and a model call
+   * goes out. Work meant to run beside the model call starts here (the ad call), never for a
+   * request that fails before it. `hangUp` fires when the client goes away.
+   */
+  begin?(hangUp: AbortSignal): void
+  /**
    * The fields it adds to a successful answer, given the answer's whole text (`{ads: …}` or
    * `{ads_error: …}`, say). Settles within the stage's own limit and never rejects.
    */

@@ -1,5 +1,5 @@
 /** Crawled model catalogs and learned first-byte budgets per gateway. */
-import { eq, sql } from 'drizzle-orm'
+import { and, eq, sql } from 'drizzle-orm'
 import type { Db } from '../client'
 import { gatewayBudgets, gatewayCatalogs, gatewayModels } from '../schema'
 
@@ -26,12 +26,12 @@ export function createGatewayCatalogRepository(db: Db, onWrite: () => void) {
     listModels() {
       return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId, canonicalId: gatewayModels.canonicalId, object: gatewayModels.object }).from(gatewayModels).all()
     },
-    /** The stored objects that carry a price (a text match: most listings have none), for the snapshot's prices. */
-    listPricedModels() {
+    /** One gateway's stored objects that carry a price (a text match: most listings have none), for the snapshot's prices. */
+    listPricedModels(gateway: string) {
       return db
-        .select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId, object: gatewayModels.object })
+        .select({ modelId: gatewayModels.modelId, object: gatewayModels.object })
         .from(gatewayModels)
-        .where(sql`instr(${gatewayModels.object}, '"pricing"') > 0`)
+        .where(and(eq(gatewayModels.gateway, gateway), sql`instr(${gatewayModels.object}, '"pricing"') > 0`))
         .all()
     },
     listModelIds() {
