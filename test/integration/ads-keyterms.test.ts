@@ -19,6 +19,7 @@ import OpenAI from 'openai'
 import { startGateways, type GatewaysEnv } from '../harness/gateways'
 import { chatChunks, chatCompletion, type MockHandler, type RecordedRequest } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
+import { enrichmentOf } from '../harness/request-log'
 import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
 import { expectResponsesGrammar, parseClientSse, type ClientEvent } from '../harness/client-sse'
 import { refusedUrl, startPluginService, type PluginReply, type PluginService } from '../harness/plugin-services'
@@ -290,21 +291,6 @@ function expectOnLastChatChunk(events: ClientEvent[], expected: Record<string, u
   return last
 }
 
-/** The request-log row's `enrichment` of the key's latest request, parsed (null when the column is null). */
-async function enrichmentOf(server: TestServer, keyId: string): Promise<any> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    server.runtime.logQueue.flush()
-    const db = new Database(server.runtime.config.dbPath, { readonly: true })
-    try {
-      const row = db.query('select enrichment from request_logs where key_id = ? order by created_at desc limit 1').get(keyId) as { enrichment: string | null } | null
-      if (row) return row.enrichment === null ? null : JSON.parse(row.enrichment)
-    } finally {
-      db.close()
-    }
-    await Bun.sleep(20)
-  }
-  throw new Error(`no request-log row for key ${keyId}`)
-}
 
 const logged = (outcome: string) => ({ outcome, ms: expect.any(Number) })
 

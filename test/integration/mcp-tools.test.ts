@@ -18,6 +18,7 @@ import OpenAI from 'openai'
 import { startGateways, type GatewaysEnv } from '../harness/gateways'
 import type { MockHandler, RecordedRequest } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
+import { enrichmentOf } from '../harness/request-log'
 import { bearerHeader, createInferenceKey, httpCall } from '../harness/api'
 import { expectResponsesGrammar, parseClientSse } from '../harness/client-sse'
 import { deadMcpUrl, startMcpServer, type McpTestServer } from '../harness/mcp-server'
@@ -293,21 +294,6 @@ function responseText(response: any): string {
     .join('')
 }
 
-/** The request-log row's `enrichment` of the key's latest request, parsed (null when the column is null). */
-async function enrichmentOf(server: TestServer, keyId: string): Promise<any> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    server.runtime.logQueue.flush()
-    const db = new Database(server.runtime.config.dbPath, { readonly: true })
-    try {
-      const row = db.query('select enrichment from request_logs where key_id = ? order by created_at desc limit 1').get(keyId) as { enrichment: string | null } | null
-      if (row) return row.enrichment === null ? null : JSON.parse(row.enrichment)
-    } finally {
-      db.close()
-    }
-    await Bun.sleep(20)
-  }
-  throw new Error(`no request-log row for key ${keyId}`)
-}
 
 /** The messages a round's body adds after the first round's (its finished rounds). */
 const appended = (later: any, first: any) => (later.messages as any[]).slice((first.messages as any[]).length)
