@@ -50,10 +50,10 @@ function isAddressInUse(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'EADDRINUSE'
 }
 
-async function main() {
+async function main(args: readonly string[]) {
   let help: boolean | undefined
   try {
-    help = parseArgs({ args: process.argv.slice(2), options: { help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values.help
+    help = parseArgs({ args: [...args], options: { help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values.help
   } catch (error) {
     throw new StartupError(`${error instanceof Error ? error.message : String(error)}: the service takes no arguments but --help; environment variables configure it (./scripts/start --help)`)
   }
@@ -164,8 +164,13 @@ async function main() {
   process.stdout.write(JSON.stringify(listening) + '\n')
 }
 
-main().catch((error) => {
-  const message = error instanceof Error ? error.message : String(error)
-  process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level: 'error', event: 'startup_failed', message }) + '\n')
-  process.exit(1)
-})
+/** Starts the service (`./scripts/start`, `router serve`); a start that fails writes `startup_failed` and exits 1. */
+export function serve(args: readonly string[]): Promise<void> {
+  return main(args).catch((error) => {
+    const message = error instanceof Error ? error.message : String(error)
+    process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level: 'error', event: 'startup_failed', message }) + '\n')
+    process.exit(1)
+  })
+}
+
+if (import.meta.main) await serve(process.argv.slice(2))

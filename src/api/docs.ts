@@ -1,8 +1,10 @@
 /** The management API's OpenAPI 3.0.3 document and its docs page, which loads nothing from another host. */
-import { dirname, join } from 'node:path'
 import { Elysia } from 'elysia'
 import { openapi } from '@elysiajs/openapi'
 import viewerPackage from 'swagger-ui-dist/package.json' with { type: 'json' }
+import bundleFile from 'swagger-ui-dist/swagger-ui-bundle.js' with { type: 'file' }
+import cssFile from 'swagger-ui-dist/swagger-ui.css' with { type: 'file' }
+import iconFile from 'swagger-ui-dist/favicon-32x32.png' with { type: 'file' }
 import { decisionsPath } from './decisions-document'
 
 const documentPath = '/api/v1/openapi.json'
@@ -10,13 +12,15 @@ const docsPath = '/api/v1/docs'
 
 // The version is part of the asset URLs, so the files can be cached for good: a new version is a new URL.
 const assetsPath = `${docsPath}/assets/swagger-ui-${viewerPackage.version}`
-const viewerDirectory = dirname(Bun.resolveSync('swagger-ui-dist/package.json', import.meta.dir))
 
-/** The viewer's files the page uses, by name in swagger-ui-dist, with the content type they are served as. */
-const viewerAssets: Record<string, string> = {
-  'swagger-ui-bundle.js': 'text/javascript; charset=utf-8',
-  'swagger-ui.css': 'text/css; charset=utf-8',
-  'favicon-32x32.png': 'image/png',
+/**
+ * The viewer's files the page uses, by name in swagger-ui-dist, with their content type. Imported as
+ * files: a path into node_modules in a checkout, into the program itself in a one-file build.
+ */
+const viewerAssets: Record<string, { path: string; type: string }> = {
+  'swagger-ui-bundle.js': { path: bundleFile, type: 'text/javascript; charset=utf-8' },
+  'swagger-ui.css': { path: cssFile, type: 'text/css; charset=utf-8' },
+  'favicon-32x32.png': { path: iconFile, type: 'image/png' },
 }
 
 // validatorUrl: null — Swagger UI otherwise sends the document to validator.swagger.io for a badge.
@@ -95,10 +99,10 @@ export function docsRoutes() {
     .get(
       `${assetsPath}/:file`,
       ({ params }) => {
-        const contentType = Object.hasOwn(viewerAssets, params.file) ? viewerAssets[params.file] : undefined
-        if (!contentType) return notFound()
-        return new Response(Bun.file(join(viewerDirectory, params.file)), {
-          headers: { 'content-type': contentType, 'cache-control': 'public, max-age=31536000, immutable', 'x-content-type-options': 'nosniff' },
+        const asset = Object.hasOwn(viewerAssets, params.file) ? viewerAssets[params.file] : undefined
+        if (!asset) return notFound()
+        return new Response(Bun.file(asset.path), {
+          headers: { 'content-type': asset.type, 'cache-control': 'public, max-age=31536000, immutable', 'x-content-type-options': 'nosniff' },
         })
       },
       { detail: { hide: true } },

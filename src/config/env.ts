@@ -40,9 +40,10 @@ export const repositoryRoot = resolve(import.meta.dir, '../..')
 /**
  * The data directory when RT_DATA_DIR is unset: `data/` of the repository, wherever the command
  * runs from, so the server and the CLI started from another directory share one database and one
- * master key. An RT_DATA_DIR or RT_DB_PATH that is given resolves from the current directory.
+ * master key. A one-file build has no repository: `./data` of the current directory (CONTRACT §3).
+ * An RT_DATA_DIR or RT_DB_PATH that is given resolves from the current directory.
  */
-export const defaultDataDir = join(repositoryRoot, 'data')
+export const defaultDataDir = Bun.isStandaloneExecutable ? resolve('data') : join(repositoryRoot, 'data')
 
 /** Every variable loadConfig reads, for `scripts/start --help`: [name, meaning]. */
 export const environmentVariables: readonly (readonly [string, string])[] = [
@@ -50,7 +51,7 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['PORT', 'listen port, default 8080 (0 picks a free port); a port in use is an error'],
   ['RT_ROLE', 'all (default), proxy (/v1, /mcp, /healthz) or app (/api/v1, dashboard, /healthz)'],
   ['RT_TLS_CERT, RT_TLS_KEY', 'PEM file paths; both set: the listener speaks HTTPS'],
-  ['RT_DATA_DIR', `master.key and router.db; default ${defaultDataDir} (the repository's data/, from any current directory); a relative path resolves from the current directory`],
+  ['RT_DATA_DIR', Bun.isStandaloneExecutable ? "master.key and router.db; default ./data of the current directory" : `master.key and router.db; default ${defaultDataDir} (the repository's data/, from any current directory); a relative path resolves from the current directory`],
   ['RT_DB_PATH', 'the SQLite database file, default $RT_DATA_DIR/router.db; a relative path resolves from the current directory'],
   ['RT_MASTER_KEY', '32 bytes (64 hex digits or base64) encrypting stored secrets; unset: $RT_DATA_DIR/master.key, created only for a database without secrets. A key that is not the database\'s own is refused'],
   ['RT_GATEWAY_URL_<SLUG>', 'replaces one gateway kind\'s base URL; SLUG is the catalog id upper-cased, non-alphanumerics as _'],

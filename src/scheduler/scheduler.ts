@@ -5,6 +5,7 @@
  * `jobs run`) run each job once. CONTRACT §10 keeps jobs on the primary; with no replica mode yet,
  * every server process starts it, whatever its role.
  */
+import { workerEntry } from '../worker-entry'
 import type { Runtime } from '../runtime'
 import { createHolderId } from './lease'
 import type { SchedulerCommand, SchedulerReply } from './worker'
@@ -21,7 +22,7 @@ export function startScheduler(runtime: Runtime, options: SchedulerOptions = {})
   const holder = createHolderId(runtime.random)
   const graceMs = options.stopGraceMs ?? 5000
   // ref false: the server's listener keeps the process alive; the scheduler alone must not.
-  const worker = new Worker(new URL('./worker.ts', import.meta.url).href, { ref: false })
+  const worker = new Worker(workerEntry(new URL('./worker.ts', import.meta.url), './scheduler/worker.ts'), { ref: false })
   let onStopped: (() => void) | undefined
   worker.onmessage = (event: MessageEvent<SchedulerReply>) => {
     const reply = event.data

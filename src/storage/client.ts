@@ -2,15 +2,15 @@
 import { Database } from 'bun:sqlite'
 import { is } from 'drizzle-orm'
 import { drizzle, type BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
-import { migrate } from 'drizzle-orm/bun-sqlite/migrator'
 import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'
 import { closeSync, mkdirSync, openSync } from 'node:fs'
-import { dirname, join } from 'node:path'
+import { dirname } from 'node:path'
 import * as schema from './schema'
+import { applyMigrations } from './migrations'
+import { workerEntry } from '../worker-entry'
 
 export type Db = BunSQLiteDatabase<typeof schema> & { $client: Database }
 
-export const migrationsFolder = join(import.meta.dir, '../../db/migrations')
 
 /** Every column holding ciphertext under the master key: by the schema's naming rule, `…_ciphertext`. */
 export const encryptedColumns: readonly { table: string; column: string }[] = (Object.values(schema) as unknown[])
@@ -76,7 +76,7 @@ export function openStorage(path: string, options: { migrate?: boolean } = {}): 
   sqlite.exec('PRAGMA busy_timeout = 5000')
   sqlite.exec('PRAGMA synchronous = NORMAL')
   const db = drizzle(sqlite, { schema }) as Db
-  if (options.migrate !== false) migrate(db, { migrationsFolder })
+  if (options.migrate !== false) applyMigrations(db)
   const versionQuery = sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
   sqlite.exec('insert or ignore into config_version (id, version) values (1, 0)')
   const configQuery = sqlite.prepare<{ version: number }, []>('select version from config_version where id = 1')
@@ -116,8 +116,12 @@ function createMasterKeyRecord(sqlite: Database): MasterKeyRecord {
 async function startCheckpointWorker(sqlite: Database, path: string, options: BackgroundCheckpointOptions): Promise<BackgroundCheckpoints> {
   // An in-memory database has no WAL: nothing to move.
   if (path === ':memory:') return { stop: async () => {} }
-  const worker = new Worker(new URL('./checkpoint-worker.ts', import.meta.url).href)
+  const worker = new Worker(workerEntry(new URL('./checkpoint-worker.ts', import.meta.url), './storage/checkpoint-worker.ts'))
   const waiting = new Map<string, () => void>()
+  // A worker that cannot start is a failed start, never a wait without end.
+  const failed = new Promise<never>((_, reject) => {
+    worker.onerror = (event) => reject(new Error(`The WAL checkpoint worker failed: ${event.message}`))
+  })
   worker.onmessage = (event: MessageEvent<{ type: string; pages?: number; error?: string }>) => {
     const message = event.data
     if (message.type === 'checkpointed') options.onCheckpoint?.(message.pages ?? 0)
@@ -127,7 +131,7 @@ async function startCheckpointWorker(sqlite: Database, path: string, options: Ba
   const reply = (type: string) => new Promise<void>((resolve) => waiting.set(type, resolve))
   const started = reply('started')
   worker.postMessage({ type: 'start', path, intervalMs: options.intervalMs ?? 250 })
-  await started
+  await Promise.race([started, failed])
   sqlite.exec('PRAGMA wal_autocheckpoint = 0')
   let stopped: Promise<void> | undefined
   return {
