@@ -12,7 +12,7 @@ import { readSegment, requestJournalDirectory } from '../src/storage/request-jou
 
 const repoRoot = join(import.meta.dir, '..')
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
-  process.stdout.write(`usage: ./scripts/benchmark [--check] [--rounds N] [--round-ms N] [--soak N] [--only TEXT]
+  process.stdout.write(`usage: ./scripts/benchmark [--check] [--rounds N] [--round-ms N] [--soak N] [--only TEXT] [--stages]
 
 Measures the router against a bare Bun pass-through and a direct call to a mock upstream, round
 after round, prints a Markdown table and writes bench/results/latest.json.
@@ -21,6 +21,8 @@ after round, prints a Markdown table and writes bench/results/latest.json.
   --round-ms N   length of one system's turn in a round, default 2500
   --soak N       requests of the memory soak, default 200000
   --only TEXT    run only the scenarios whose name contains TEXT (profiling; the budget needs all)
+  --stages       only the per-stage micro-benchmarks of the hot path (bench/stages.ts: ns and bytes
+                 per op); a full run prints them after the end-to-end table
 `)
   process.exit(0)
 }
@@ -417,9 +419,12 @@ async function main() {
       reference,
       duration_s: (performance.now() - started) / 1000,
     }
+    // The per-stage micro-benchmarks, beside the end-to-end table (after the load, on a quiet machine).
+    const { runStages, stagesTable } = await import('../bench/stages')
+    const stages = await runStages()
     mkdirSync(join(repoRoot, 'bench/results'), { recursive: true })
-    writeFileSync(join(repoRoot, 'bench/results/latest.json'), JSON.stringify(results, null, 2) + '\n')
-    process.stdout.write(renderTable(results) + '\n')
+    writeFileSync(join(repoRoot, 'bench/results/latest.json'), JSON.stringify({ ...results, stages }, null, 2) + '\n')
+    process.stdout.write(renderTable(results) + '\n\n' + stagesTable(stages) + '\n')
     const failed = budget.filter((entry) => !entry.pass)
     if (check && failed.length) {
       process.stderr.write(`bench --check: budget failed: ${failed.map((entry) => entry.rule).join('; ')}\n`)
@@ -458,4 +463,7 @@ function renderTable(results: any): string {
   return lines.join('\n')
 }
 
-await main()
+if (process.argv.includes('--stages')) {
+  const { runStages, stagesTable } = await import('../bench/stages')
+  process.stdout.write(stagesTable(await runStages()) + '\n')
+} else await main()

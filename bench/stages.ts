@@ -1,0 +1,157 @@
+/**
+ * Per-stage micro-benchmarks of the hot path (`bun run bench --stages`): each stage of a plain
+ * buffered chat request, run on its own against the real objects of a configured service (a real
+ * SQLite file, a snapshot with a key, the request journal), in ns/op and bytes allocated per op
+ * (mitata: bun:jsc's heap counters). Optimisations are decided from this table, not from sampling
+ * profiles that attribute idle time.
+ */
+import { bench, do_not_optimize, run } from 'mitata'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { loadConfig } from '../src/config/env'
+import { createRuntime } from '../src/runtime'
+import { buildApp } from '../src/app'
+import { createWorkspace } from '../src/management/workspaces'
+import { silentLogger } from '../src/observability/logger'
+import { requestJournalDirectory } from '../src/storage/request-journal'
+import { authenticate, presentedKey } from '../src/pipeline/authenticate'
+import { RequestContext } from '../src/pipeline/context'
+import { parseJsonBody, readBodyBytes } from '../src/pipeline/read-body'
+import { validateChatBody, stripRouterFields, siblingsOf } from '../src/pipeline/prepare-chat'
+import { planRoute } from '../src/pipeline/plan-route'
+import { readUsageFromBody } from '../src/pipeline/respond'
+import { logRequest } from '../src/pipeline/finish'
+import { scanReply } from '../src/dialects/reply-shape'
+import type { InferenceDeps } from '../src/pipeline/types'
+
+const heapSuffix = ' (heap)'
+
+export interface StageResult {
+  stage: string
+  nsPerOp: number
+  bytesPerOp: number | undefined
+}
+
+const chatBody = JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'x'.repeat(900) }] })
+const completion = new TextEncoder().encode(
+  JSON.stringify({
+    id: 'chatcmpl-bench',
+    object: 'chat.completion',
+    created: 1_700_000_000,
+    model: 'gpt-4o-mini',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'y'.repeat(600) }, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 230, completion_tokens: 150, total_tokens: 380 },
+  }),
+).buffer as ArrayBuffer
+
+export async function runStages(): Promise<StageResult[]> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'router-stages-'))
+  const config = loadConfig({ RT_DATA_DIR: dataDir, RT_MASTER_KEY: Buffer.alloc(32, 3).toString('base64'), RT_LOG_LEVEL: 'error' })
+  const runtime = createRuntime(config, { logger: silentLogger })
+  runtime.logQueue.openJournal(requestJournalDirectory(config.dataDir))
+  try {
+    const { management_key: managementKey } = createWorkspace(runtime, 'bench')
+    const app = buildApp(runtime)
+    const manage = async (path: string, body: unknown) => {
+      const response = await app.handle(new Request(`http://bench${path}`, { method: 'POST', headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) }))
+      return ((await response.json()) as { data: any }).data
+    }
+    const provider = await manage('/api/v1/providers', { gateway: 'openai', key: 'sk-bench-upstream' })
+    const key = await manage('/api/v1/keys', { routing: { targets: [{ provider_key_id: provider.id }] } })
+    const deps = runtime as unknown as InferenceDeps
+    const snapshot = runtime.snapshots.current()
+    const headers = new Headers({ authorization: `Bearer ${key.key}`, 'content-type': 'application/json' })
+    const token = presentedKey(headers, null)
+    const caller = () => undefined
+    const authenticated = authenticate(snapshot, token, caller, Date.now())
+    const entry = authenticated.key
+    const providerEntry = snapshot.providers.get(provider.id)!
+    const chatBytes = new TextEncoder().encode(chatBody)
+    const stages: [string, () => unknown][] = []
+    const stage = (name: string, fn: () => unknown) => void stages.push([name, fn])
+
+    stage('authenticate (token cache warm)', () => do_not_optimize(authenticate(snapshot, presentedKey(headers, null), caller, Date.now())))
+    stage('request context', () => do_not_optimize(new RequestContext('chat', 'chat', undefined, undefined, false)))
+    stage('body read + parse (~1 KB)', async () => {
+      const request = new Request('http://bench/v1/chat/completions', { method: 'POST', headers, body: chatBody })
+      const parsed = parseJsonBody(await readBodyBytes(request))
+      const body = validateChatBody(parsed.value)
+      do_not_optimize(stripRouterFields(body))
+      do_not_optimize(siblingsOf(body))
+    })
+    stage('body parse only (bytes in hand)', () => do_not_optimize(validateChatBody(parseJsonBody(chatBytes).value)))
+    stage('plan (uncached)', () =>
+      do_not_optimize(
+        planRoute({
+          rule: entry.rule,
+          keyFailoverTtfbMs: entry.failoverTtfbMs,
+          keyUpstreamTimeoutMs: entry.upstreamTimeoutMs,
+          model: 'openai/gpt-4o-mini',
+          operation: 'chat',
+          providers: snapshot.providers,
+          gatewayEnabled: snapshot.gatewayEnabled,
+          catalogs: snapshot.catalogs,
+          budgets: snapshot.budgets,
+          now: Date.now(),
+          random: Math.random,
+        }),
+      ),
+    )
+    stage('upstream request build', () => do_not_optimize(new Request(`${providerEntry.baseUrl}/chat/completions`, { method: 'POST', headers: providerEntry.postHeaders.json, body: chatBytes })))
+    stage('reply check (scan, no parse)', () => scanReply('chat', completion))
+    stage('usage read (body tail)', () => {
+      const context = new RequestContext('chat', 'chat', undefined, undefined, false)
+      readUsageFromBody(completion, context)
+      do_not_optimize(context.inputTokens)
+    })
+    stage('response + headers', () => {
+      const context = new RequestContext('chat', 'chat', undefined, undefined, false)
+      context.headers['x-router-provider'] = 'openai'
+      context.headers['content-type'] = 'application/json'
+      do_not_optimize(new Response(completion, { status: 200, headers: context.responseHeaders() }))
+    })
+    stage('log enqueue (journal record) + metrics', () => {
+      const context = new RequestContext('chat', 'chat', undefined, undefined, false)
+      context.key = entry
+      context.workspace = authenticated.workspace
+      context.model = 'openai/gpt-4o-mini'
+      context.gateway = 'openai'
+      context.readyAt = performance.now()
+      logRequest(context, deps, 200, undefined)
+    })
+
+    // Each stage twice: timed as it runs (no forced collection inside the loop, which would be timed
+    // too), then with a collection around each iteration so the heap growth is the stage's own bytes.
+    for (const [name, fn] of stages) {
+      bench(name, fn)
+      bench(`${name}${heapSuffix}`, fn).gc('inner')
+    }
+    const report = (await run({ format: 'quiet' as never, throw: true })) as unknown as { benchmarks: { alias: string; runs: { stats?: { avg: number; heap?: { avg: number } } }[] }[] }
+    const results = new Map<string, StageResult>()
+    for (const benchmark of report.benchmarks) {
+      const stats = benchmark.runs[0]?.stats
+      if (!stats) continue
+      const name = benchmark.alias.endsWith(heapSuffix) ? benchmark.alias.slice(0, -heapSuffix.length) : benchmark.alias
+      const result = results.get(name) ?? { stage: name, nsPerOp: 0, bytesPerOp: undefined }
+      if (benchmark.alias.endsWith(heapSuffix)) result.bytesPerOp = stats.heap?.avg
+      else result.nsPerOp = stats.avg
+      results.set(name, result)
+    }
+    // The queue's rows go to SQLite, as its timer would have done.
+    runtime.logQueue.flush()
+    return [...results.values()]
+  } finally {
+    runtime.logQueue.stop()
+    runtime.storage.close()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+export function stagesTable(results: readonly StageResult[]): string {
+  const lines = ['| stage | ns/op | bytes/op |', '|---|---:|---:|']
+  for (const result of results) lines.push(`| ${result.stage} | ${Math.round(result.nsPerOp)} | ${result.bytesPerOp === undefined ? 'n/a' : Math.round(result.bytesPerOp)} |`)
+  return lines.join('\n')
+}
+
+if (import.meta.main) process.stdout.write(stagesTable(await runStages()) + '\n')
