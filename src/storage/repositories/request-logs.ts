@@ -1,7 +1,7 @@
 /** Request-log rows: batched inserts from the log queue, and the usage aggregates read from them. */
-import { and, count, countDistinct, desc, eq, gte, inArray, isNotNull, sql, type SQL } from 'drizzle-orm'
+import { and, count, eq, gte, inArray, isNotNull, lt, ne, sql, type SQL } from 'drizzle-orm'
 import type { Db } from '../client'
-import { requestLogs } from '../schema'
+import { requestLogs, usageRollups } from '../schema'
 
 export type RequestLogRow = typeof requestLogs.$inferInsert
 
@@ -10,6 +10,8 @@ export interface UsageFilter {
   sinceMs: number
   keyIds?: string[]
 }
+
+const hourMs = 3_600_000
 
 export function createRequestLogRepository(db: Db) {
   // The log flush is the one write on the request path's timer. Rows go in as multi-row INSERTs of
@@ -28,6 +30,40 @@ export function createRequestLogRepository(db: Db) {
   const insertIfAbsent = db.$client.prepare(
     `insert into request_logs (${columns}) select ${placeholders.slice(1, -1)} where not exists (select 1 from request_logs where workspace_id = ? and created_at = ? and id = ?)`,
   )
+  // The roll-ups (schema usage_rollups): each batch's rows summed per hour, key, model and gateway in
+  // memory, then one upsert per group, in the batch's own transaction.
+  const upsertRollup = db.$client.prepare(
+    `insert into usage_rollups (workspace_id, hour, key_id, model, gateway, requests, errors, latency_sum, latency_count, overhead_sum, overhead_count, input_tokens, output_tokens)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     on conflict (workspace_id, hour, key_id, model, gateway) do update set
+       requests = requests + excluded.requests, errors = errors + excluded.errors,
+       latency_sum = latency_sum + excluded.latency_sum, latency_count = latency_count + excluded.latency_count,
+       overhead_sum = overhead_sum + excluded.overhead_sum, overhead_count = overhead_count + excluded.overhead_count,
+       input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens`,
+  )
+  const rollUp = (rows: Iterable<RequestLogRow>) => {
+    const groups = new Map<string, (string | number)[]>()
+    for (const row of rows) {
+      const hour = row.createdAt - (row.createdAt % hourMs)
+      const keyId = row.keyId ?? ''
+      const model = row.model ?? ''
+      const gateway = row.gateway ?? ''
+      const id = `${row.workspaceId}\u0000${hour}\u0000${keyId}\u0000${model}\u0000${gateway}`
+      let group = groups.get(id)
+      if (!group) groups.set(id, (group = [row.workspaceId, hour, keyId, model, gateway, 0, 0, 0, 0, 0, 0, 0, 0]))
+      ;(group[5] as number)++
+      if (row.status >= 400) (group[6] as number)++
+      ;(group[7] as number) += row.latencyMs
+      ;(group[8] as number)++
+      if (row.overheadMs !== null && row.overheadMs !== undefined) {
+        ;(group[9] as number) += row.overheadMs
+        ;(group[10] as number)++
+      }
+      ;(group[11] as number) += row.inputTokens ?? 0
+      ;(group[12] as number) += row.outputTokens ?? 0
+    }
+    for (const group of groups.values()) upsertRollup.run(...group)
+  }
   const groupParameters: (string | number | null)[] = new Array(rowsPerStatement * columnCount)
   const setParameters = (target: (string | number | null)[], offset: number, row: RequestLogRow) => {
     target[offset] = row.id
@@ -66,27 +102,42 @@ export function createRequestLogRepository(db: Db) {
       setParameters(oneParameters, 0, rows[index]!)
       inserted += insertOne.run(...oneParameters).changes
     }
+    rollUp(rows)
     return inserted
   })
   const ifAbsentParameters: (string | number | null)[] = new Array(columnCount + 3)
   const insertIfAbsentBatch = db.$client.transaction((rows: RequestLogRow[]): number => {
-    let inserted = 0
+    const added: RequestLogRow[] = []
     for (const row of rows) {
       setParameters(ifAbsentParameters, 0, row)
       ifAbsentParameters[columnCount] = row.workspaceId
       ifAbsentParameters[columnCount + 1] = row.createdAt
       ifAbsentParameters[columnCount + 2] = row.id
-      inserted += insertIfAbsent.run(...ifAbsentParameters).changes
+      if (insertIfAbsent.run(...ifAbsentParameters).changes > 0) added.push(row)
     }
-    return inserted
+    // Only the rows written now are rolled up: the others were when they were written.
+    rollUp(added)
+    return added.length
   })
 
-  const where = (filter: UsageFilter): SQL =>
+  const rollupWhere = (filter: UsageFilter, fromHour: number): SQL =>
     and(
+      eq(usageRollups.workspaceId, filter.workspaceId),
+      gte(usageRollups.hour, fromHour),
+      filter.keyIds && filter.keyIds.length > 0 ? inArray(usageRollups.keyId, filter.keyIds) : undefined,
+    )!
+  /** A window's whole hours (from the roll-ups) and the rows of the hour it starts in, when it starts inside one. */
+  const window = (filter: UsageFilter): { fromHour: number; edge: SQL | undefined } => {
+    const fromHour = Math.ceil(filter.sinceMs / hourMs) * hourMs
+    if (fromHour === filter.sinceMs) return { fromHour, edge: undefined }
+    const edge = and(
       eq(requestLogs.workspaceId, filter.workspaceId),
       gte(requestLogs.createdAt, filter.sinceMs),
+      lt(requestLogs.createdAt, fromHour),
       filter.keyIds && filter.keyIds.length > 0 ? inArray(requestLogs.keyId, filter.keyIds) : undefined,
     )!
+    return { fromHour, edge }
+  }
 
   return {
     /** Writes a batch of new rows in one transaction; returns the rows inserted. */
@@ -103,45 +154,130 @@ export function createRequestLogRepository(db: Db) {
       const query = db.select({ value: count() }).from(requestLogs)
       return (workspaceId ? query.where(eq(requestLogs.workspaceId, workspaceId)) : query).get()!.value
     },
+    /**
+     * The usage of a window: from the roll-ups for its whole hours, and from the rows for the part
+     * of an hour it starts in (none when it starts on the hour, as the usage API's windows do).
+     */
     summary(filter: UsageFilter) {
-      return db
+      const { fromHour, edge } = window(filter)
+      const rolled = db
         .select({
-          requests: count(),
-          errors: sql<number>`coalesce(sum(case when ${requestLogs.status} >= 400 then 1 else 0 end), 0)`,
-          avgLatency: sql<number | null>`avg(${requestLogs.latencyMs})`,
-          avgOverhead: sql<number | null>`avg(${requestLogs.overheadMs})`,
-          models: countDistinct(requestLogs.model),
+          requests: sql<number>`coalesce(sum(${usageRollups.requests}), 0)`,
+          errors: sql<number>`coalesce(sum(${usageRollups.errors}), 0)`,
+          latencySum: sql<number>`coalesce(sum(${usageRollups.latencySum}), 0)`,
+          latencyCount: sql<number>`coalesce(sum(${usageRollups.latencyCount}), 0)`,
+          overheadSum: sql<number>`coalesce(sum(${usageRollups.overheadSum}), 0)`,
+          overheadCount: sql<number>`coalesce(sum(${usageRollups.overheadCount}), 0)`,
         })
-        .from(requestLogs)
-        .where(where(filter))
+        .from(usageRollups)
+        .where(rollupWhere(filter, fromHour))
         .get()!
+      const models = new Set(
+        db
+          .selectDistinct({ model: usageRollups.model })
+          .from(usageRollups)
+          .where(and(rollupWhere(filter, fromHour), ne(usageRollups.model, '')))
+          .all()
+          .map((row) => row.model),
+      )
+      const total = { ...rolled }
+      if (edge) {
+        const row = db
+          .select({
+            requests: count(),
+            errors: sql<number>`coalesce(sum(case when ${requestLogs.status} >= 400 then 1 else 0 end), 0)`,
+            latencySum: sql<number>`coalesce(sum(${requestLogs.latencyMs}), 0)`,
+            latencyCount: count(requestLogs.latencyMs),
+            overheadSum: sql<number>`coalesce(sum(${requestLogs.overheadMs}), 0)`,
+            overheadCount: count(requestLogs.overheadMs),
+          })
+          .from(requestLogs)
+          .where(edge)
+          .get()!
+        for (const name of Object.keys(total) as (keyof typeof total)[]) total[name] += Number(row[name])
+        for (const { model } of db.selectDistinct({ model: requestLogs.model }).from(requestLogs).where(and(edge, isNotNull(requestLogs.model))).all()) models.add(model!)
+      }
+      return {
+        requests: Number(total.requests),
+        errors: Number(total.errors),
+        avgLatency: total.latencyCount > 0 ? total.latencySum / total.latencyCount : null,
+        avgOverhead: total.overheadCount > 0 ? total.overheadSum / total.overheadCount : null,
+        models: models.size,
+      }
     },
-    /** Rows grouped by bucket start (ms), where the bucket is `floor(created_at / size) * size`. */
+    /** Usage grouped by bucket start (ms), where the bucket is `floor(time / size) * size` (size a whole number of hours). */
     series(filter: UsageFilter, bucketMs: number) {
-      const bucket = sql<number>`(${requestLogs.createdAt} / ${bucketMs}) * ${bucketMs}`
-      return db
+      const { fromHour, edge } = window(filter)
+      const buckets = new Map<number, { requests: number; errors: number; latencySum: number; latencyCount: number; overheadSum: number; overheadCount: number }>()
+      const add = (bucket: number, row: { requests: number; errors: number; latencySum: number; latencyCount: number; overheadSum: number; overheadCount: number }) => {
+        const sums = buckets.get(bucket) ?? { requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0 }
+        for (const name of Object.keys(sums) as (keyof typeof sums)[]) sums[name] += Number(row[name])
+        buckets.set(bucket, sums)
+      }
+      const rolledBucket = sql<number>`(${usageRollups.hour} / ${bucketMs}) * ${bucketMs}`
+      for (const row of db
         .select({
-          bucket,
-          requests: count(),
-          errors: sql<number>`coalesce(sum(case when ${requestLogs.status} >= 400 then 1 else 0 end), 0)`,
-          avgLatency: sql<number | null>`avg(${requestLogs.latencyMs})`,
-          avgOverhead: sql<number | null>`avg(${requestLogs.overheadMs})`,
+          bucket: rolledBucket,
+          requests: sql<number>`sum(${usageRollups.requests})`,
+          errors: sql<number>`sum(${usageRollups.errors})`,
+          latencySum: sql<number>`sum(${usageRollups.latencySum})`,
+          latencyCount: sql<number>`sum(${usageRollups.latencyCount})`,
+          overheadSum: sql<number>`sum(${usageRollups.overheadSum})`,
+          overheadCount: sql<number>`sum(${usageRollups.overheadCount})`,
         })
-        .from(requestLogs)
-        .where(where(filter))
-        .groupBy(bucket)
-        .all()
+        .from(usageRollups)
+        .where(rollupWhere(filter, fromHour))
+        .groupBy(rolledBucket)
+        .all())
+        add(Number(row.bucket), row)
+      if (edge) {
+        const rowBucket = sql<number>`(${requestLogs.createdAt} / ${bucketMs}) * ${bucketMs}`
+        for (const row of db
+          .select({
+            bucket: rowBucket,
+            requests: count(),
+            errors: sql<number>`coalesce(sum(case when ${requestLogs.status} >= 400 then 1 else 0 end), 0)`,
+            latencySum: sql<number>`coalesce(sum(${requestLogs.latencyMs}), 0)`,
+            latencyCount: count(requestLogs.latencyMs),
+            overheadSum: sql<number>`coalesce(sum(${requestLogs.overheadMs}), 0)`,
+            overheadCount: count(requestLogs.overheadMs),
+          })
+          .from(requestLogs)
+          .where(edge)
+          .groupBy(rowBucket)
+          .all())
+          add(Number(row.bucket), row)
+      }
+      return [...buckets].map(([bucket, sums]) => ({
+        bucket,
+        requests: sums.requests,
+        errors: sums.errors,
+        avgLatency: sums.latencyCount > 0 ? sums.latencySum / sums.latencyCount : null,
+        avgOverhead: sums.overheadCount > 0 ? sums.overheadSum / sums.overheadCount : null,
+      }))
     },
+    /** Requests per model or gateway, most first (ties by name), at most `limit`. */
     breakdown(filter: UsageFilter, by: 'model' | 'gateway', limit: number) {
-      const column = by === 'model' ? requestLogs.model : requestLogs.gateway
-      return db
-        .select({ name: sql<string>`${column}`, requests: count() })
-        .from(requestLogs)
-        .where(and(where(filter), isNotNull(column)))
-        .groupBy(column)
-        .orderBy(desc(count()), column)
-        .limit(limit)
-        .all()
+      const { fromHour, edge } = window(filter)
+      const counts = new Map<string, number>()
+      const rolledColumn = by === 'model' ? usageRollups.model : usageRollups.gateway
+      for (const row of db
+        .select({ name: rolledColumn, requests: sql<number>`sum(${usageRollups.requests})` })
+        .from(usageRollups)
+        .where(and(rollupWhere(filter, fromHour), ne(rolledColumn, '')))
+        .groupBy(rolledColumn)
+        .all())
+        counts.set(row.name, Number(row.requests))
+      if (edge) {
+        const column = by === 'model' ? requestLogs.model : requestLogs.gateway
+        for (const row of db.select({ name: column, requests: count() }).from(requestLogs).where(and(edge, isNotNull(column))).groupBy(column).all()) {
+          counts.set(row.name!, (counts.get(row.name!) ?? 0) + row.requests)
+        }
+      }
+      return [...counts]
+        .sort((left, right) => right[1] - left[1] || (left[0] < right[0] ? -1 : left[0] > right[0] ? 1 : 0))
+        .slice(0, limit)
+        .map(([name, requests]) => ({ name, requests }))
     },
     /** First-byte times of successful requests per gateway since `sinceMs` (budget learning). */
     firstByteTimes(sinceMs: number) {

@@ -1,5 +1,5 @@
 /** One row per inference request (SPEC "What the service does" 7). Response bodies are never stored. */
-import { sqliteTable, text, integer, real, index } from 'drizzle-orm/sqlite-core'
+import { primaryKey, sqliteTable, text, integer, real, index } from 'drizzle-orm/sqlite-core'
 
 export const requestLogs = sqliteTable(
   'request_logs',
@@ -41,4 +41,31 @@ export const requestLogs = sqliteTable(
     // (insertManyIfAbsent: same workspace and time, then the id).
     index('request_logs_workspace_time_idx').on(table.workspaceId, table.createdAt),
   ],
+)
+
+/**
+ * Request-log roll-ups: one row per workspace, hour, key, model and gateway, kept up to date in the
+ * transaction that writes the rows (storage/repositories/request-logs.ts). Usage queries read these
+ * buckets, not the rows: their cost follows the hours asked for, not the traffic. '' stands for a
+ * row without key, model or gateway (a primary key column cannot be null).
+ */
+export const usageRollups = sqliteTable(
+  'usage_rollups',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    /** The hour's start, Unix milliseconds. */
+    hour: integer('hour').notNull(),
+    keyId: text('key_id').notNull().default(''),
+    model: text('model').notNull().default(''),
+    gateway: text('gateway').notNull().default(''),
+    requests: integer('requests').notNull().default(0),
+    errors: integer('errors').notNull().default(0),
+    latencySum: real('latency_sum').notNull().default(0),
+    latencyCount: integer('latency_count').notNull().default(0),
+    overheadSum: real('overhead_sum').notNull().default(0),
+    overheadCount: integer('overhead_count').notNull().default(0),
+    inputTokens: integer('input_tokens').notNull().default(0),
+    outputTokens: integer('output_tokens').notNull().default(0),
+  },
+  (table) => [primaryKey({ columns: [table.workspaceId, table.hour, table.keyId, table.model, table.gateway] })],
 )

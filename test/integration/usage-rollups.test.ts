@@ -1,0 +1,198 @@
+/**
+ * Usage roll-ups (usage_rollups): kept in the transaction that writes request-log rows, so usage
+ * queries read hour buckets instead of rows. Whatever the rows, the answers are the ones a query over
+ * the rows gives; replayed rows are counted once; rows written before the roll-ups existed are
+ * rolled up by their migration.
+ */
+import { describe, expect, test } from 'bun:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { drizzle } from 'drizzle-orm/bun-sqlite'
+import { Database } from 'bun:sqlite'
+import { openStorage } from '../../src/storage/client'
+import { createRepositories } from '../../src/storage/repositories'
+import { embeddedMigrations } from '../../src/storage/migrations'
+import type { RequestLogRow, UsageFilter } from '../../src/storage/repositories/request-logs'
+
+const hourMs = 3_600_000
+const dayMs = 24 * hourMs
+
+/** A deterministic pseudo-random sequence, so a failure can be replayed. */
+function random(seed: number) {
+  let state = seed
+  return () => {
+    state = (state * 1_103_515_245 + 12_345) % 2_147_483_648
+    return state / 2_147_483_648
+  }
+}
+
+function rows(count: number, now: number, seed = 7): RequestLogRow[] {
+  const next = random(seed)
+  const pick = <T>(values: readonly T[]) => values[Math.floor(next() * values.length)]!
+  return Array.from({ length: count }, (_, index) => ({
+    id: `req-${seed}-${index}`,
+    workspaceId: pick(['ws-a', 'ws-a', 'ws-b']),
+    keyId: pick(['key-1', 'key-2', 'key-3', null]),
+    createdAt: now - Math.floor(next() * 40 * dayMs),
+    endpoint: 'chat',
+    gateway: pick(['openai', 'groq', null]),
+    providerKeyId: null,
+    model: pick(['openai/gpt-4o-mini', 'meta/llama', 'anthropic/claude', null]),
+    upstreamModel: null,
+    status: pick([200, 200, 200, 429, 502, 400]),
+    errorCode: null,
+    stream: false,
+    latencyMs: Math.round(next() * 5000) / 10,
+    overheadMs: next() < 0.2 ? null : Math.round(next() * 100) / 100,
+    ttfbMs: null,
+    attempts: 1,
+    attemptPath: null,
+    stageTimings: null,
+    inputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
+    outputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
+    clientIp: null,
+    requestBody: null,
+    enrichment: null,
+  }))
+}
+
+/** The usage of a window computed from the rows themselves (what the API answered before the roll-ups). */
+function fromRows(all: readonly RequestLogRow[], filter: UsageFilter, bucketMs: number) {
+  const inWindow = all.filter((row) => row.workspaceId === filter.workspaceId && row.createdAt >= filter.sinceMs && (!filter.keyIds || filter.keyIds.includes(row.keyId ?? '')))
+  const average = (values: number[]) => (values.length ? values.reduce((sum, value) => sum + value, 0) / values.length : null)
+  const summary = {
+    requests: inWindow.length,
+    errors: inWindow.filter((row) => row.status >= 400).length,
+    avgLatency: average(inWindow.map((row) => row.latencyMs)),
+    avgOverhead: average(inWindow.filter((row) => row.overheadMs !== null).map((row) => row.overheadMs!)),
+    models: new Set(inWindow.filter((row) => row.model !== null).map((row) => row.model)).size,
+  }
+  const buckets = new Map<number, RequestLogRow[]>()
+  for (const row of inWindow) {
+    const bucket = Math.floor(row.createdAt / bucketMs) * bucketMs
+    buckets.set(bucket, [...(buckets.get(bucket) ?? []), row])
+  }
+  const series = [...buckets]
+    .map(([bucket, group]) => ({
+      bucket,
+      requests: group.length,
+      errors: group.filter((row) => row.status >= 400).length,
+      avgLatency: average(group.map((row) => row.latencyMs)),
+      avgOverhead: average(group.filter((row) => row.overheadMs !== null).map((row) => row.overheadMs!)),
+    }))
+    .sort((left, right) => left.bucket - right.bucket)
+  const breakdown = (by: 'model' | 'gateway') => {
+    const counts = new Map<string, number>()
+    for (const row of inWindow) if (row[by] !== null) counts.set(row[by]!, (counts.get(row[by]!) ?? 0) + 1)
+    return [...counts].sort((left, right) => right[1] - left[1] || (left[0] < right[0] ? -1 : 1)).slice(0, 12).map(([name, requests]) => ({ name, requests }))
+  }
+  return { summary, series, byModel: breakdown('model'), byGateway: breakdown('gateway') }
+}
+
+type Averaged = { avgLatency: number | null; avgOverhead: number | null }
+
+/** Equal counts, and averages equal but for the order of a floating-point sum. */
+function expectSameUsage<T extends Averaged>(actual: T, expected: T) {
+  const { avgLatency, avgOverhead, ...counts } = actual
+  const { avgLatency: expectedLatency, avgOverhead: expectedOverhead, ...expectedCounts } = expected
+  expect(counts).toEqual(expectedCounts)
+  for (const [value, wanted] of [
+    [avgLatency, expectedLatency],
+    [avgOverhead, expectedOverhead],
+  ] as const) {
+    if (wanted === null) expect(value).toBeNull()
+    else expect(value!).toBeCloseTo(wanted, 9)
+  }
+}
+
+function withStorage(run: (storage: ReturnType<typeof openStorage>, path: string) => void) {
+  const dir = mkdtempSync(join(tmpdir(), 'router-rollups-'))
+  const path = join(dir, 'router.db')
+  const storage = openStorage(path)
+  try {
+    run(storage, path)
+  } finally {
+    storage.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+describe('usage roll-ups', () => {
+  test('usage from the roll-ups equals usage from the rows: windows on the hour and inside one, key filters, every bucket size', () => {
+    withStorage((storage) => {
+      const repositories = createRepositories(storage)
+      const now = Date.UTC(2026, 10, 23, 15, 37, 12)
+      const all = rows(3000, now)
+      // In batches, as the log queue writes them.
+      for (let start = 0; start < all.length; start += 128) repositories.requestLogs.insertMany(all.slice(start, start + 128))
+      const windows: [UsageFilter, number][] = [
+        [{ workspaceId: 'ws-a', sinceMs: Math.floor(now / hourMs) * hourMs - 23 * hourMs }, hourMs],
+        [{ workspaceId: 'ws-a', sinceMs: Math.floor(now / dayMs) * dayMs - 6 * dayMs }, dayMs],
+        [{ workspaceId: 'ws-b', sinceMs: Math.floor(now / dayMs) * dayMs - 29 * dayMs }, dayMs],
+        [{ workspaceId: 'ws-a', sinceMs: Math.floor(now / dayMs) * dayMs - 29 * dayMs, keyIds: ['key-1', 'key-3'] }, dayMs],
+        // Not on the hour: the first, partial hour comes from the rows.
+        [{ workspaceId: 'ws-a', sinceMs: now - 3 * dayMs - 1234567 }, hourMs],
+        [{ workspaceId: 'ws-a', sinceMs: now - 10 * dayMs - 777, keyIds: ['key-2'] }, dayMs],
+      ]
+      for (const [filter, bucketMs] of windows) {
+        const expected = fromRows(all, filter, bucketMs)
+        expectSameUsage(repositories.requestLogs.summary(filter), expected.summary)
+        const series = repositories.requestLogs.series(filter, bucketMs).sort((left, right) => left.bucket - right.bucket)
+        expect(series.map((bucket) => bucket.bucket)).toEqual(expected.series.map((bucket) => bucket.bucket))
+        series.forEach((bucket, index) => expectSameUsage(bucket, expected.series[index]!))
+        expect(repositories.requestLogs.breakdown(filter, 'model', 12)).toEqual(expected.byModel)
+        expect(repositories.requestLogs.breakdown(filter, 'gateway', 12)).toEqual(expected.byGateway)
+      }
+    })
+  })
+
+  test('replayed rows are rolled up once: a row already written is skipped, and so is its count', () => {
+    withStorage((storage) => {
+      const repositories = createRepositories(storage)
+      const now = Date.UTC(2026, 10, 23, 12)
+      const batch = rows(200, now, 11)
+      repositories.requestLogs.insertMany(batch.slice(0, 120))
+      // A journal replay after a crash: the first 120 were committed, the rest were not.
+      expect(repositories.requestLogs.insertManyIfAbsent(batch)).toBe(80)
+      const filter = { workspaceId: 'ws-a', sinceMs: Math.floor(now / dayMs) * dayMs - 40 * dayMs }
+      expectSameUsage(repositories.requestLogs.summary(filter), fromRows(batch, filter, dayMs).summary)
+      const total = storage.sqlite.query<{ requests: number }, []>('select sum(requests) as requests from usage_rollups').get()!.requests
+      expect(total).toBe(200)
+    })
+  })
+
+  test('rows written before the roll-ups existed are rolled up by their migration', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'router-rollups-'))
+    const path = join(dir, 'router.db')
+    try {
+      // A database at the migration before the roll-ups, with rows in it.
+      const sqlite = new Database(path, { create: true, strict: true })
+      const db = drizzle(sqlite) as unknown as { dialect: { migrate(migrations: unknown[], session: unknown, config: unknown): void }; session: unknown }
+      const migrations = embeddedMigrations()
+      db.dialect.migrate(migrations.slice(0, -1), db.session, { migrationsFolder: 'db/migrations' })
+      const now = Date.UTC(2026, 10, 23, 9, 30)
+      const before = rows(500, now, 5)
+      const insert = sqlite.prepare(
+        'insert into request_logs (id, workspace_id, key_id, created_at, endpoint, gateway, model, status, stream, latency_ms, overhead_ms, attempts, input_tokens, output_tokens) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 1, ?, ?)',
+      )
+      for (const row of before) {
+        insert.run(row.id, row.workspaceId, row.keyId ?? null, row.createdAt, row.endpoint, row.gateway ?? null, row.model ?? null, row.status, row.latencyMs, row.overheadMs ?? null, row.inputTokens ?? null, row.outputTokens ?? null)
+      }
+      sqlite.close()
+
+      // The service opens it: the last migration rolls up what is there.
+      const storage = openStorage(path)
+      try {
+        const repositories = createRepositories(storage)
+        const filter = { workspaceId: 'ws-a', sinceMs: Math.floor(now / dayMs) * dayMs - 40 * dayMs }
+        expectSameUsage(repositories.requestLogs.summary(filter), fromRows(before, filter, dayMs).summary)
+        expect(repositories.requestLogs.breakdown(filter, 'model', 12)).toEqual(fromRows(before, filter, dayMs).byModel)
+      } finally {
+        storage.close()
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
