@@ -12,7 +12,7 @@ import { readSegment, requestJournalDirectory } from '../src/storage/request-jou
 
 const repoRoot = join(import.meta.dir, '..')
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
-  process.stdout.write(`usage: ./scripts/benchmark [--check] [--rounds N] [--round-ms N] [--soak N] [--only TEXT] [--stages]
+  process.stdout.write(`usage: ./scripts/benchmark [--check] [--rounds N] [--round-ms N] [--soak N] [--only TEXT] [--stages] [--scale [--scale-rows N]]
 
 Measures the router against a bare Bun pass-through and a direct call to a mock upstream, round
 after round, prints a Markdown table and writes bench/results/latest.json.
@@ -23,6 +23,8 @@ after round, prints a Markdown table and writes bench/results/latest.json.
   --only TEXT    run only the scenarios whose name contains TEXT (profiling; the budget needs all)
   --stages       only the per-stage micro-benchmarks of the hot path (bench/stages.ts: ns and bytes
                  per op); a full run prints them after the end-to-end table
+  --scale        only the scale curves (bench/scale.ts): snapshot rebuild with 10 to 10,000 keys,
+                 usage queries over 30 days with 10^4 to 10^7 request-log rows (--scale-rows N caps them)
 `)
   process.exit(0)
 }
@@ -463,7 +465,11 @@ function renderTable(results: any): string {
   return lines.join('\n')
 }
 
-if (process.argv.includes('--stages')) {
+if (process.argv.includes('--scale')) {
+  const { runScale, scaleTable } = await import('../bench/scale')
+  const capIndex = process.argv.indexOf('--scale-rows')
+  process.stdout.write(scaleTable(runScale(capIndex === -1 ? undefined : Number(process.argv[capIndex + 1]))) + '\n')
+} else if (process.argv.includes('--stages')) {
   const { runStages, stagesTable } = await import('../bench/stages')
   process.stdout.write(stagesTable(await runStages()) + '\n')
 } else await main()

@@ -60,21 +60,36 @@ export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
   const touchBatch = db.$client.transaction((entries: { keyId: string; at: string }[]) => {
     for (const entry of entries) touchStatement.run(entry.at, entry.keyId)
   })
-  function rulesFor(keys: InferenceKeyRow[]): KeyWithRule[] {
+  /**
+   * The keys with their rules. Targets and remaps are grouped by key in one pass (a filter per key
+   * made the snapshot's rebuild quadratic: 2.3 s for 10,000 keys); `all` reads every rule without
+   * naming the keys.
+   */
+  function rulesFor(keys: InferenceKeyRow[], all = false): KeyWithRule[] {
     if (keys.length === 0) return []
     const ids = keys.map((key) => key.id)
-    const targets = db.select().from(routingTargets).where(inArray(routingTargets.keyId, ids)).orderBy(asc(routingTargets.position)).all()
-    const remaps = db.select().from(modelRemaps).where(inArray(modelRemaps.keyId, ids)).orderBy(asc(modelRemaps.position)).all()
+    const targetQuery = db.select().from(routingTargets)
+    const remapQuery = db.select().from(modelRemaps)
+    const targets = (all ? targetQuery : targetQuery.where(inArray(routingTargets.keyId, ids))).orderBy(asc(routingTargets.position)).all()
+    const remaps = (all ? remapQuery : remapQuery.where(inArray(modelRemaps.keyId, ids))).orderBy(asc(modelRemaps.position)).all()
+    const targetsByKey = new Map<string, StoredTarget[]>()
+    for (const { keyId, providerKeyId, weight, ttfbMs } of targets) {
+      const list = targetsByKey.get(keyId)
+      if (list) list.push({ providerKeyId, weight, ttfbMs })
+      else targetsByKey.set(keyId, [{ providerKeyId, weight, ttfbMs }])
+    }
+    const remapsByKey = new Map<string, StoredRemap[]>()
+    for (const { keyId, match, percent, providerKeyId, upstreamModel, enabled } of remaps) {
+      const list = remapsByKey.get(keyId)
+      if (list) list.push({ match, percent, providerKeyId, upstreamModel, enabled })
+      else remapsByKey.set(keyId, [{ match, percent, providerKeyId, upstreamModel, enabled }])
+    }
     return keys.map((key) => ({
       key,
       rule: {
         strategy: key.routingStrategy === 'split' ? 'split' : 'priority',
-        targets: targets
-          .filter((target) => target.keyId === key.id)
-          .map(({ providerKeyId, weight, ttfbMs }) => ({ providerKeyId, weight, ttfbMs })),
-        remaps: remaps
-          .filter((remap) => remap.keyId === key.id)
-          .map(({ match, percent, providerKeyId, upstreamModel, enabled }) => ({ match, percent, providerKeyId, upstreamModel, enabled })),
+        targets: targetsByKey.get(key.id) ?? [],
+        remaps: remapsByKey.get(key.id) ?? [],
         decisioner: key.decisioner ? (JSON.parse(key.decisioner) as Record<string, unknown>) : null,
       },
     }))
@@ -113,7 +128,7 @@ export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
       return rulesFor(keys)
     },
     listAllWithRules(): KeyWithRule[] {
-      return rulesFor(db.select().from(inferenceKeys).all())
+      return rulesFor(db.select().from(inferenceKeys).all(), true)
     },
     listIds(workspaceId: string, ids: string[]): string[] {
       if (ids.length === 0) return []

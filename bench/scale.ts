@@ -1,0 +1,134 @@
+/**
+ * Costs as data grows (`bun run bench --scale`): the configuration snapshot's rebuild with 10, 1,000
+ * and 10,000 inference keys beside 1,000 provider keys, and the usage queries over 30 days with
+ * 10⁴, 10⁶ and 10⁷ request-log rows (written as the log queue writes them, roll-ups included), each
+ * on a real SQLite file. Prints a Markdown table; `--scale-rows N` caps the largest row count.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { loadConfig } from '../src/config/env'
+import { createRuntime, type Runtime } from '../src/runtime'
+import { createWorkspace } from '../src/management/workspaces'
+import { silentLogger } from '../src/observability/logger'
+import { hashSecret } from '../src/storage/crypto'
+import { inferenceKeys, providerKeys, routingTargets } from '../src/storage/schema'
+import type { RequestLogRow } from '../src/storage/repositories/request-logs'
+import { usageBreakdown, usageSeries, usageSummary } from '../src/management/usage'
+import type { Actor } from '../src/management/context'
+
+export interface ScaleLine {
+  what: string
+  size: string
+  ms: number
+}
+
+const dayMs = 86_400_000
+
+function withRuntime<T>(run: (runtime: Runtime) => T): T {
+  const dataDir = mkdtempSync(join(tmpdir(), 'router-scale-'))
+  const runtime = createRuntime(loadConfig({ RT_DATA_DIR: dataDir, RT_MASTER_KEY: Buffer.alloc(32, 5).toString('base64'), RT_LOG_LEVEL: 'error' }), { logger: silentLogger })
+  try {
+    return run(runtime)
+  } finally {
+    runtime.storage.close()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+/** The median of `runs` timings of `fn`, ms. */
+function median(runs: number, fn: () => unknown): number {
+  const times: number[] = []
+  for (let run = 0; run < runs; run++) {
+    const started = performance.now()
+    fn()
+    times.push(performance.now() - started)
+  }
+  times.sort((left, right) => left - right)
+  return times[Math.floor(times.length / 2)]!
+}
+
+function snapshotRebuilds(lines: ScaleLine[]) {
+  for (const keyCount of [10, 1_000, 10_000]) {
+    withRuntime((runtime) => {
+      const { workspace } = createWorkspace(runtime, 'scale')
+      const now = new Date().toISOString()
+      const db = runtime.storage.db
+      const providerIds: string[] = []
+      db.transaction((tx) => {
+        for (let index = 0; index < 1_000; index++) {
+          const id = crypto.randomUUID()
+          providerIds.push(id)
+          tx.insert(providerKeys).values({ id, workspaceId: workspace.id, gateway: index % 2 ? 'openai' : 'groq', secretCiphertext: runtime.secretBox.encrypt(`sk-scale-${index}`), keyLast4: 'abcd', createdAt: now }).run()
+        }
+        for (let index = 0; index < keyCount; index++) {
+          const id = crypto.randomUUID()
+          const secret = `rt_live_scale${index}`
+          tx.insert(inferenceKeys).values({ id, workspaceId: workspace.id, keyPrefix: secret.slice(0, 16), secretHash: hashSecret(secret), createdAt: now }).run()
+          tx.insert(routingTargets).values({ keyId: id, position: 0, providerKeyId: providerIds[index % providerIds.length]!, weight: null, ttfbMs: null }).run()
+          tx.insert(routingTargets).values({ keyId: id, position: 1, providerKeyId: providerIds[(index + 1) % providerIds.length]!, weight: null, ttfbMs: null }).run()
+        }
+      })
+      const ms = median(5, () => {
+        runtime.snapshots.invalidate()
+        runtime.snapshots.current()
+      })
+      lines.push({ what: 'snapshot rebuild (1,000 provider keys)', size: `${keyCount.toLocaleString('en')} keys`, ms })
+    })
+  }
+}
+
+function usageQueries(lines: ScaleLine[], maxRows: number) {
+  for (const rowCount of [10_000, 1_000_000, 10_000_000].filter((count) => count <= maxRows)) {
+    withRuntime((runtime) => {
+      const { workspace } = createWorkspace(runtime, 'scale')
+      const actor = { workspaceId: workspace.id, readOnly: true } as unknown as Actor
+      const now = Date.now()
+      const keys = Array.from({ length: 20 }, () => crypto.randomUUID())
+      const models = ['openai/gpt-4o-mini', 'openai/gpt-4.1', 'anthropic/claude-sonnet', 'meta-llama/llama-3.1-8b', 'google/gemini-2.5-flash']
+      const batch: RequestLogRow[] = []
+      for (let index = 0; index < rowCount; index++) {
+        batch.push({
+          id: `r${index}`,
+          workspaceId: workspace.id,
+          keyId: keys[index % keys.length]!,
+          createdAt: now - Math.floor((index / rowCount) * 30 * dayMs),
+          endpoint: 'chat',
+          gateway: index % 3 ? 'openai' : 'groq',
+          model: models[index % models.length]!,
+          status: index % 50 ? 200 : 502,
+          stream: false,
+          latencyMs: 100 + (index % 400),
+          overheadMs: 0.2,
+          attempts: 1,
+        })
+        // In the log queue's batches of 128, in transactions of 8,192 rows (a big flush).
+        if (batch.length === 8_192) {
+          runtime.repositories.requestLogs.insertMany(batch)
+          batch.length = 0
+        }
+      }
+      runtime.repositories.requestLogs.insertMany(batch)
+      const query = { range: '30d' }
+      lines.push({ what: 'GET /usage/summary 30d', size: `${rowCount.toLocaleString('en')} rows`, ms: median(5, () => usageSummary(runtime, actor, query)) })
+      lines.push({ what: 'GET /usage/series 30d', size: `${rowCount.toLocaleString('en')} rows`, ms: median(5, () => usageSeries(runtime, actor, query)) })
+      lines.push({ what: 'GET /usage/breakdown 30d by model', size: `${rowCount.toLocaleString('en')} rows`, ms: median(5, () => usageBreakdown(runtime, actor, { ...query, by: 'model' })) })
+    })
+  }
+}
+
+export function runScale(maxRows = 10_000_000): ScaleLine[] {
+  const lines: ScaleLine[] = []
+  snapshotRebuilds(lines)
+  usageQueries(lines, maxRows)
+  return lines
+}
+
+export function scaleTable(lines: readonly ScaleLine[]): string {
+  return ['| what | size | ms (median of 5) |', '|---|---|---:|', ...lines.map((line) => `| ${line.what} | ${line.size} | ${line.ms.toFixed(2)} |`)].join('\n')
+}
+
+if (import.meta.main) {
+  const index = process.argv.indexOf('--scale-rows')
+  process.stdout.write(scaleTable(runScale(index === -1 ? undefined : Number(process.argv[index + 1]))) + '\n')
+}
