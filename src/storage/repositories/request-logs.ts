@@ -126,6 +126,23 @@ export function createRequestLogRepository(db: Db) {
       gte(usageRollups.hour, fromHour),
       filter.keyIds && filter.keyIds.length > 0 ? inArray(usageRollups.keyId, filter.keyIds) : undefined,
     )!
+  /** The sums a usage answer is made of, over roll-ups and over rows (averages are sums over counts). */
+  const rolledSums = () => ({
+    requests: sql<number>`coalesce(sum(${usageRollups.requests}), 0)`,
+    errors: sql<number>`coalesce(sum(${usageRollups.errors}), 0)`,
+    latencySum: sql<number>`coalesce(sum(${usageRollups.latencySum}), 0)`,
+    latencyCount: sql<number>`coalesce(sum(${usageRollups.latencyCount}), 0)`,
+    overheadSum: sql<number>`coalesce(sum(${usageRollups.overheadSum}), 0)`,
+    overheadCount: sql<number>`coalesce(sum(${usageRollups.overheadCount}), 0)`,
+  })
+  const rowSums = () => ({
+    requests: count(),
+    errors: sql<number>`coalesce(sum(case when ${requestLogs.status} >= 400 then 1 else 0 end), 0)`,
+    latencySum: sql<number>`coalesce(sum(${requestLogs.latencyMs}), 0)`,
+    latencyCount: count(requestLogs.latencyMs),
+    overheadSum: sql<number>`coalesce(sum(${requestLogs.overheadMs}), 0)`,
+    overheadCount: count(requestLogs.overheadMs),
+  })
   /** A window's whole hours (from the roll-ups) and the rows of the hour it starts in, when it starts inside one. */
   const window = (filter: UsageFilter): { fromHour: number; edge: SQL | undefined } => {
     const fromHour = Math.ceil(filter.sinceMs / hourMs) * hourMs
@@ -161,14 +178,7 @@ export function createRequestLogRepository(db: Db) {
     summary(filter: UsageFilter) {
       const { fromHour, edge } = window(filter)
       const rolled = db
-        .select({
-          requests: sql<number>`coalesce(sum(${usageRollups.requests}), 0)`,
-          errors: sql<number>`coalesce(sum(${usageRollups.errors}), 0)`,
-          latencySum: sql<number>`coalesce(sum(${usageRollups.latencySum}), 0)`,
-          latencyCount: sql<number>`coalesce(sum(${usageRollups.latencyCount}), 0)`,
-          overheadSum: sql<number>`coalesce(sum(${usageRollups.overheadSum}), 0)`,
-          overheadCount: sql<number>`coalesce(sum(${usageRollups.overheadCount}), 0)`,
-        })
+        .select(rolledSums())
         .from(usageRollups)
         .where(rollupWhere(filter, fromHour))
         .get()!
@@ -183,14 +193,7 @@ export function createRequestLogRepository(db: Db) {
       const total = { ...rolled }
       if (edge) {
         const row = db
-          .select({
-            requests: count(),
-            errors: sql<number>`coalesce(sum(case when ${requestLogs.status} >= 400 then 1 else 0 end), 0)`,
-            latencySum: sql<number>`coalesce(sum(${requestLogs.latencyMs}), 0)`,
-            latencyCount: count(requestLogs.latencyMs),
-            overheadSum: sql<number>`coalesce(sum(${requestLogs.overheadMs}), 0)`,
-            overheadCount: count(requestLogs.overheadMs),
-          })
+          .select(rowSums())
           .from(requestLogs)
           .where(edge)
           .get()!
@@ -216,15 +219,7 @@ export function createRequestLogRepository(db: Db) {
       }
       const rolledBucket = sql<number>`(${usageRollups.hour} / ${bucketMs}) * ${bucketMs}`
       for (const row of db
-        .select({
-          bucket: rolledBucket,
-          requests: sql<number>`sum(${usageRollups.requests})`,
-          errors: sql<number>`sum(${usageRollups.errors})`,
-          latencySum: sql<number>`sum(${usageRollups.latencySum})`,
-          latencyCount: sql<number>`sum(${usageRollups.latencyCount})`,
-          overheadSum: sql<number>`sum(${usageRollups.overheadSum})`,
-          overheadCount: sql<number>`sum(${usageRollups.overheadCount})`,
-        })
+        .select({ bucket: rolledBucket, ...rolledSums() })
         .from(usageRollups)
         .where(rollupWhere(filter, fromHour))
         .groupBy(rolledBucket)
@@ -233,15 +228,7 @@ export function createRequestLogRepository(db: Db) {
       if (edge) {
         const rowBucket = sql<number>`(${requestLogs.createdAt} / ${bucketMs}) * ${bucketMs}`
         for (const row of db
-          .select({
-            bucket: rowBucket,
-            requests: count(),
-            errors: sql<number>`coalesce(sum(case when ${requestLogs.status} >= 400 then 1 else 0 end), 0)`,
-            latencySum: sql<number>`coalesce(sum(${requestLogs.latencyMs}), 0)`,
-            latencyCount: count(requestLogs.latencyMs),
-            overheadSum: sql<number>`coalesce(sum(${requestLogs.overheadMs}), 0)`,
-            overheadCount: count(requestLogs.overheadMs),
-          })
+          .select({ bucket: rowBucket, ...rowSums() })
           .from(requestLogs)
           .where(edge)
           .groupBy(rowBucket)
