@@ -17,18 +17,12 @@ import type { EndpointHandler } from './types'
 import type { RequestContext } from './context'
 import { applySteering, requireModel, siblingsOf, stripRouterFields, validateChatBody } from './prepare-chat'
 import { parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
-import { passChatThrough, relayUpstreamError } from './routed-call'
+import { passChatThrough, relayUpstreamError, upstreamCall } from './routed-call'
 import { reenvelopedError, type ClientDialect, type ParsedRequest } from './answer'
-import type { PlannedAttempt } from './plan-route'
-
-type Json = Record<string, unknown>
 
 function steeringOf(context: RequestContext) {
   return context.key!.steeringMessage ?? context.workspace?.steeringMessage
 }
-
-/** A chat body for one attempt: the model spelled the attempt's way. */
-const chatCall = (step: PlannedAttempt, chat: Json) => ({ suffix: '/chat/completions', body: { ...chat, model: step.model } })
 
 interface ChatRequest extends ParsedRequest {
   /** The client's bytes, when they can go upstream unchanged (nothing added or removed). */
@@ -46,12 +40,7 @@ export const chatDialect: ClientDialect<ChatRequest> = {
     const prepared = applySteering(stripRouterFields(body), steeringOf(context))
     return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: prepared, raw: prepared === body ? bytes : undefined, siblings: siblingsOf(body) }
   },
-  toUpstream(step, parsed) {
-    const body = parsed.upstreamBody
-    // The body goes upstream as sent unless something must change: the bytes are reused as they are.
-    const untouched = parsed.raw !== undefined && step.model === parsed.model && !step.provider.gateway.capabilities.omitParams.some((name) => name in body)
-    return untouched ? { suffix: '/chat/completions', body, raw: parsed.raw } : chatCall(step, body)
-  },
+  toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody, parsed.raw),
   relaysReply: true,
   errorEnvelope: (context, deps, result) => relayUpstreamError(context, deps, result),
   // The responses-only gateway kind answers chat too (gateways/responses-only.ts): always the client's dialect.
@@ -77,7 +66,7 @@ export const messagesDialect: ClientDialect<MessagesRequest> = {
     const chat = applySteering(messagesToChat(body), steeringOf(context))
     return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: chat, stopSequences: body.stop_sequences as string[] | undefined, siblings: siblingsOf(body) }
   },
-  toUpstream: (step, parsed) => chatCall(step, parsed.upstreamBody),
+  toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody),
   relaysReply: false,
   errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
   writeReply: (_context, _deps, reply, parsed) => writeMessage(reply, parsed.model, parsed.stopSequences),
@@ -95,7 +84,7 @@ export const contentDialect: ClientDialect = {
     const chat = applySteering(contentToChat(body, model), steeringOf(context))
     return { model, stream: false, operation: 'chat', upstreamBody: chat, siblings: siblingsOf(body) }
   },
-  toUpstream: (step, parsed) => chatCall(step, parsed.upstreamBody),
+  toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody),
   relaysReply: false,
   errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
   writeReply: (_context, _deps, reply, parsed) => writeGenerateContentResponse(reply, parsed.model),

@@ -49,13 +49,18 @@ export interface RoutedCallInput {
   accept?: (value: unknown) => string | undefined
 }
 
-/** The same chat body for every attempt, with the attempt's model spelling. */
+/**
+ * One attempt's call: the body with the attempt's model spelling. With the client's bytes (`raw`),
+ * the body goes upstream as sent unless something must change: the bytes are reused as they are.
+ */
+export function upstreamCall(suffix: string, step: PlannedAttempt, body: Record<string, unknown>, raw?: Uint8Array<ArrayBuffer>): UpstreamCall {
+  const untouched = raw !== undefined && step.model === body.model && !step.provider.gateway.capabilities.omitParams.some((name) => name in body)
+  return untouched ? { suffix, body, raw } : { suffix, body: { ...body, model: step.model } }
+}
+
+/** The same body for every attempt, with the attempt's model spelling. */
 export function sameBody(suffix: string, body: Record<string, unknown>, raw?: Uint8Array<ArrayBuffer>): (step: PlannedAttempt) => UpstreamCall {
-  return (step) => {
-    // The body goes upstream as sent unless something must change: the bytes are reused as they are.
-    const untouched = raw !== undefined && step.model === body.model && !step.provider.gateway.capabilities.omitParams.some((name) => name in body)
-    return untouched ? { suffix, body, raw } : { suffix, body: { ...body, model: step.model } }
-  }
+  return (step) => upstreamCall(suffix, step, body, raw)
 }
 
 const planCacheLifetimeMs = 60_000
