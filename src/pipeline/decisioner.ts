@@ -17,6 +17,7 @@ import type { ProviderEntry } from '../storage/snapshot'
 import type { RequestContext } from './context'
 import { checkDecisionAnswer, type DecisionQuestion } from './decisions'
 import type { InferenceDeps } from './types'
+import { timeLimit } from './stages/time-limit'
 
 export type Objective = 'cost' | 'capability' | 'efficiency'
 
@@ -185,15 +186,14 @@ export async function decide(context: RequestContext, deps: InferenceDeps, model
   const timeLeft = context.startedAt + deps.config.deadlineMs - started
   const limit = Math.min(decisionCallMs, timeLeft)
   if (limit <= 0) return skip('jev_error')
-  const controller = new AbortController()
-  const timer = setTimeout(() => controller.abort(), limit)
+  const callLimit = timeLimit(limit)
   let answer: unknown
   try {
     const response = await deps.fetch(upstreamUrl(decider, '/decisions'), {
       method: 'POST',
       headers: upstreamHeaders(decider, [], true, 'application/json'),
       body: JSON.stringify({ model, state, questions }),
-      signal: controller.signal,
+      signal: callLimit.signal,
     })
     const text = await response.text()
     if (!response.ok) return skip('jev_error', elapsed(started, context))
@@ -201,7 +201,7 @@ export async function decide(context: RequestContext, deps: InferenceDeps, model
   } catch {
     return skip('jev_error', elapsed(started, context))
   } finally {
-    clearTimeout(timer)
+    callLimit.release()
   }
   const callMs = elapsed(started, context)
   if (typeof answer !== 'object' || answer === null || checkDecisionAnswer(answer, questions) !== undefined) return skip('jev_error', callMs)

@@ -4,13 +4,14 @@
  * answer is attached to a successful answer as `ads` (`[]` is a no-fill, not an error) or
  * `ads_error`.
  */
-import { callPlugin, isRecord, type PluginResult } from './plugin-call'
+import { callPlugin, type PluginResult } from './plugin-call'
+import { isObject } from '../read-body'
 import type { ActiveStage, EnrichmentStage, StageRequest } from './registry'
 
 /** The ad call's limit, counted from the start of the request's answer (CONTRACT §7). */
 export const adLimitMs = 2_000
 
-const readAds = (answer: unknown): unknown[] | undefined => (isRecord(answer) && Array.isArray(answer.ads) ? answer.ads : undefined)
+const readAds = (answer: unknown): unknown[] | undefined => (isObject(answer) && Array.isArray(answer.ads) ? answer.ads : undefined)
 
 export const companionAdsStage: EnrichmentStage = {
   name: 'ads',

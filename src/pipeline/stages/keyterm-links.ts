@@ -4,7 +4,8 @@
  * `max_keyterms` from the client's `link_request` sibling; its scored candidates are attached as
  * `keyterms`, or `keyterms_error`.
  */
-import { callPlugin, isRecord, type PluginResult } from './plugin-call'
+import { callPlugin, type PluginResult } from './plugin-call'
+import { isObject } from '../read-body'
 import type { ActiveStage, EnrichmentStage, StageRequest } from './registry'
 
 export const keytermLimitMs = 2_000
@@ -18,15 +19,15 @@ interface Keyterm {
 }
 
 function readKeyterms(answer: unknown): Keyterm[] | undefined {
-  if (!isRecord(answer) || !Array.isArray(answer.keyterms)) return undefined
+  if (!isObject(answer) || !Array.isArray(answer.keyterms)) return undefined
   for (const entry of answer.keyterms) {
-    if (!isRecord(entry) || typeof entry.term !== 'string' || typeof entry.score !== 'number' || typeof entry.url !== 'string') return undefined
+    if (!isObject(entry) || typeof entry.term !== 'string' || typeof entry.score !== 'number' || typeof entry.url !== 'string') return undefined
   }
   return answer.keyterms as Keyterm[]
 }
 
 function maxKeyterms(linkRequest: unknown): number {
-  const asked = isRecord(linkRequest) ? linkRequest.max_keyterms : undefined
+  const asked = isObject(linkRequest) ? linkRequest.max_keyterms : undefined
   return typeof asked === 'number' && Number.isInteger(asked) && asked >= 1 && asked <= 50 ? asked : defaultMaxKeyterms
 }
 

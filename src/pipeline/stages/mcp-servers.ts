@@ -13,6 +13,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { Logger } from '../../observability/logger'
 import type { McpServerEntry } from '../../storage/snapshot'
 import { fetchOutboundTarget, OutboundTargetRefused, resolveOutboundTarget } from '../../management/outbound-target'
+import { timeLimit } from './time-limit'
 
 /** The SDK's client, loaded on the first connection: a process whose keys have no MCP server never loads it. */
 let sdk: Promise<[typeof import('@modelcontextprotocol/sdk/client/index.js'), typeof import('@modelcontextprotocol/sdk/client/streamableHttp.js')]> | undefined
@@ -71,32 +72,6 @@ function errorCode(error: unknown): number | undefined {
   return typeof code === 'number' ? code : undefined
 }
 
-/**
- * An abort signal for one MCP request: fired by its own timer, or by `linked` (the client hanging
- * up). Released when the request is done, so neither fires later: the SDK never removes the listener
- * it puts on the signal, and an abort after the fact would make it send a cancellation for a request
- * that already finished.
- */
-function requestSignal(timeoutMs: number, linked?: AbortSignal): { signal: AbortSignal; timedOut: () => boolean; release: () => void } {
-  const controller = new AbortController()
-  let timedOut = false
-  const timer = setTimeout(() => {
-    timedOut = true
-    controller.abort(new Error(`no answer within ${timeoutMs} ms`))
-  }, timeoutMs)
-  const onAbort = () => controller.abort(linked!.reason)
-  if (linked?.aborted) controller.abort(linked.reason)
-  else linked?.addEventListener('abort', onAbort, { once: true })
-  return {
-    signal: controller.signal,
-    timedOut: () => timedOut,
-    release: () => {
-      clearTimeout(timer)
-      linked?.removeEventListener('abort', onAbort)
-    },
-  }
-}
-
 export class McpServers {
   private readonly states = new Map<string, ServerState>()
   private sweptAt = Date.now()
@@ -136,7 +111,7 @@ export class McpServers {
         fetch: async (input, init) => fetchOutboundTarget(await resolveOutboundTarget(String(input instanceof Request ? input.url : input), allowPrivate, 'MCP server'), init as BunFetchRequestInit),
       })
       const client = new Client({ name: 'router', version: this.options.version })
-      const limit = requestSignal(firstListingMs)
+      const limit = timeLimit(firstListingMs)
       try {
         await client.connect(transport, { signal: limit.signal, timeout: firstListingMs })
       } catch (error) {
@@ -172,7 +147,7 @@ export class McpServers {
   private list(server: McpServerEntry, state: ServerState): Promise<McpTool[] | undefined> {
     if (state.listing) return state.listing
     const listing = (async () => {
-      const limit = requestSignal(firstListingMs)
+      const limit = timeLimit(firstListingMs)
       try {
         const client = await this.connect(state)
         const tools: McpTool[] = []
@@ -240,7 +215,7 @@ export class McpServers {
     const state = this.state(server)
     const done = (text: string, ok: boolean): ToolOutcome => ({ text: text.length > maxResultChars ? text.slice(0, maxResultChars) : text, ok, ms: Math.round((performance.now() - started) * 1000) / 1000 })
     if (timeoutMs <= 0) return done('Error: the request had no time left to run this tool.', false)
-    const limit = requestSignal(timeoutMs, hangUp)
+    const limit = timeLimit(timeoutMs, hangUp)
     try {
       for (let attempt = 0; ; attempt++) {
         try {

@@ -5,6 +5,7 @@
  * operator's own (RT_ADS_URL, RT_KEYTERMS_URL), called as configured.
  */
 import type { InferenceDeps } from '../types'
+import { timeLimit } from './time-limit'
 
 export interface PluginResult<T> {
   /** The checked answer, when the call succeeded. */
@@ -30,23 +31,20 @@ export async function callPlugin<T>(
   const fail = (code: string, message: string): PluginResult<T> => ({ error: { code: `${stage}_${code}`, message }, ms: elapsed() })
   const setting = stage === 'ads' ? 'RT_ADS_URL' : 'RT_KEYTERMS_URL'
   if (!url) return fail('unconfigured', `The ${stage === 'ads' ? 'companion-ad' : 'keyterm'} service is not configured (${setting} is not set).`)
-  const controller = new AbortController()
-  const timer = setTimeout(() => controller.abort(), limitMs)
-  // The client went away: nobody will read the answer.
-  const abandon = () => controller.abort()
-  hangUp?.addEventListener('abort', abandon, { once: true })
+  // Ended by its limit, or when the client went away (nobody will read the answer).
+  const limit = timeLimit(limitMs, hangUp)
   try {
     let response: Response
     try {
-      response = await deps.fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify(body), signal: controller.signal })
+      response = await deps.fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify(body), signal: limit.signal })
     } catch {
-      return controller.signal.aborted ? fail('timeout', `The service did not answer within ${limitMs} ms.`) : fail('unreachable', 'The service could not be reached.')
+      return limit.signal.aborted ? fail('timeout', `The service did not answer within ${limitMs} ms.`) : fail('unreachable', 'The service could not be reached.')
     }
     let text: string
     try {
       text = await response.text()
     } catch {
-      return controller.signal.aborted ? fail('timeout', `The service did not answer within ${limitMs} ms.`) : fail('unreachable', 'The service broke off its answer.')
+      return limit.signal.aborted ? fail('timeout', `The service did not answer within ${limitMs} ms.`) : fail('unreachable', 'The service broke off its answer.')
     }
     if (!response.ok) return fail('upstream_error', `The service answered HTTP ${response.status}.`)
     let parsed: unknown
@@ -59,9 +57,6 @@ export async function callPlugin<T>(
     if (value === undefined) return fail('malformed', `The service's answer is not of the expected form.`)
     return { value, ms: elapsed() }
   } finally {
-    clearTimeout(timer)
-    hangUp?.removeEventListener('abort', abandon)
+    limit.release()
   }
 }
-
-export const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value)
