@@ -56,6 +56,11 @@ export interface ParsedRequest {
   siblings: StageSiblings
 }
 
+/** A set of tool names (the tools the service offered). */
+export interface ToolNames {
+  has(name: string): boolean
+}
+
 /** The attempt that serves an answer (the first round's, on a stream), for what the reply says of its origin. */
 export interface Served {
   step: PlannedAttempt
@@ -85,7 +90,7 @@ export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
     deps: InferenceDeps,
     result: SuccessResult,
     parsed: P,
-    hiddenTools?: ReadonlySet<string>,
+    hiddenTools?: ToolNames,
     extras?: Record<string, unknown>,
     attach?: (text: string) => Promise<Record<string, unknown> | undefined>,
   ): Response | undefined
@@ -139,7 +144,8 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
       const passed = dialect.passThrough?.(context, deps, result, parsed, undefined, undefined, (text) => enrichment.attach(text))
       if (passed) return passed
     }
-    return result.stream ? streamedAnswer(context, deps, dialect, parsed, result, enrichment, input) : bufferedAnswer(context, deps, dialect, parsed, result, enrichment, input)
+    const answering: Answering<P> = { context, deps, dialect, parsed, enrichment, input }
+    return result.stream ? streamedAnswer(answering, result) : bufferedAnswer(answering, result)
   }
 }
 
@@ -170,6 +176,8 @@ class Enrichment {
     private readonly deps: InferenceDeps,
     private readonly stages: readonly ActiveStage[],
     private readonly deadlineAt: number,
+    /** The client's own signal, for the stages' work beside the model call. */
+    private readonly clientSignal: AbortSignal | undefined,
   ) {
     for (const stage of stages) {
       for (const tool of stage.tools ?? []) {
@@ -187,18 +195,14 @@ class Enrichment {
     // Waiting on tool servers is waiting on the outside, like an upstream: not the router's overhead.
     context.upstreamWaitMs += performance.now() - started
     if (!active) return undefined
-    const enrichment = new Enrichment(context, deps, active, deadlineAt)
-    enrichment.clientSignal = clientSignal
-    return enrichment
+    return new Enrichment(context, deps, active, deadlineAt, clientSignal)
   }
 
-  /** The client's own signal, for the stages' work beside the model call. */
-  private clientSignal: AbortSignal | undefined
   private begun = false
 
   /** The names of the tools the loop offered: never echoed back to the client. */
-  get offeredNames(): ReadonlySet<string> {
-    return new Set(this.owners.keys())
+  get offeredNames(): ToolNames {
+    return this.owners
   }
 
   /**
@@ -326,15 +330,18 @@ function untranslatable(context: RequestContext, deps: InferenceDeps, result: Su
   return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} could not be translated${reason}`))
 }
 
-async function bufferedAnswer<P extends ParsedRequest>(
-  context: RequestContext,
-  deps: InferenceDeps,
-  dialect: ClientDialect<P>,
-  parsed: P,
-  first: SuccessResult,
-  enrichment: Enrichment | undefined,
-  input: RoutedCallInput,
-): Promise<Response> {
+/** One request's answer in the making: what both answer forms work with. */
+interface Answering<P extends ParsedRequest> {
+  context: RequestContext
+  deps: InferenceDeps
+  dialect: ClientDialect<P>
+  parsed: P
+  enrichment: Enrichment | undefined
+  /** The routed call's input, for a tool loop's later rounds. */
+  input: RoutedCallInput
+}
+
+async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect, parsed, enrichment, input }: Answering<P>, first: SuccessResult): Promise<Response> {
   let result = first
   let before: AssistantResult | undefined
   for (;;) {
@@ -412,15 +419,7 @@ function tapParts(context: RequestContext, end: (status: number, code: string | 
   })
 }
 
-function streamedAnswer<P extends ParsedRequest>(
-  context: RequestContext,
-  deps: InferenceDeps,
-  dialect: ClientDialect<P>,
-  parsed: P,
-  first: SuccessResult,
-  enrichment: Enrichment | undefined,
-  input: RoutedCallInput,
-): Response {
+function streamedAnswer<P extends ParsedRequest>({ context, deps, dialect, parsed, enrichment, input }: Answering<P>, first: SuccessResult): Response {
   recordServingAttempt(context, first)
   const served = { step: first.step, replyKind: first.replyKind }
   dialect.served?.(context, served)

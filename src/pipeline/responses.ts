@@ -22,7 +22,7 @@ import { setRoutingHeaders } from './respond'
 import { isUnixSeconds, issueNativeResponseId, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
 import { relayUpstreamError } from './routed-call'
 import type { RunResult } from './run-attempts'
-import type { ClientDialect, ParsedRequest, Served } from './answer'
+import type { ClientDialect, ParsedRequest, Served, ToolNames } from './answer'
 import type { EndpointHandler, InferenceDeps } from './types'
 
 type Json = Record<string, any>
@@ -76,7 +76,7 @@ function idIssuer(deps: InferenceDeps, providerKeyId: string, keyId: string): Is
  * gateway's own ids stay on the upstream wire): `id`, and `previous_response_id` as the id the client
  * chained from. A previous id we cannot name is not passed on.
  */
-function rewriteResponse(value: Json, id: string, previousId: string | null, hiddenTools?: ReadonlySet<string>): Json {
+function rewriteResponse(value: Json, id: string, previousId: string | null, hiddenTools?: ToolNames): Json {
   const rewritten: Json = { ...value, id, previous_response_id: value.previous_response_id === undefined ? undefined : previousId }
   // The echoed request tools are the client's own: tools the service offered (MCP) are not shown.
   if (hiddenTools && Array.isArray(value.tools)) rewritten.tools = value.tools.filter((tool: unknown) => !(isObject(tool) && typeof tool.name === 'string' && hiddenTools.has(tool.name)))

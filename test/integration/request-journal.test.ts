@@ -65,6 +65,24 @@ function createFixture(): Fixture {
 
 let rowNumber = 0
 /** A row with every column set, so what comes back from the journal can be compared whole. */
+/** Repositories whose request-log inserts fail with `message` while `refuse` is true. */
+function refusingDatabase(repositories: Repositories, message: string) {
+  const state = {
+    refuse: true,
+    repositories: {
+      ...repositories,
+      requestLogs: {
+        ...repositories.requestLogs,
+        insertMany(rows: RequestLogRow[]) {
+          if (state.refuse) throw new Error(message)
+          return repositories.requestLogs.insertMany(rows)
+        },
+      },
+    } as Repositories,
+  }
+  return state
+}
+
 function row(values: Partial<RequestLogRow> = {}): RequestLogRow {
   rowNumber++
   return {
@@ -296,18 +314,8 @@ describe('the request-log queue with its journal', () => {
 
   test('while the database refuses batches the rows and their segments stay; the next pass writes them and deletes the segments', () => {
     using fixture = createFixture()
-    let refuse = true
-    const refusing: Repositories = {
-      ...fixture.repositories,
-      requestLogs: {
-        ...fixture.repositories.requestLogs,
-        insertMany(rows) {
-          if (refuse) throw new Error('disk I/O error')
-          return fixture.repositories.requestLogs.insertMany(rows)
-        },
-      },
-    }
-    const queue = fixture.queue({ repositories: refusing })
+    const database = refusingDatabase(fixture.repositories, 'disk I/O error')
+    const queue = fixture.queue({ repositories: database.repositories })
     queue.openJournal(fixture.journalDir)
     const rows = Array.from({ length: 3 }, () => row())
     for (const logRow of rows.slice(0, 2)) queue.push(entry(logRow))
@@ -317,7 +325,7 @@ describe('the request-log queue with its journal', () => {
     expect(queue.depth()).toBe(3)
     expect(total(fixture.journalRows())).toBe(3)
 
-    refuse = false
+    database.refuse = false
     queue.flush()
     expect(queue.depth()).toBe(0)
     expect(fixture.rowIds()).toEqual(rows.map((logRow) => logRow.id))
@@ -344,18 +352,8 @@ describe('the request-log queue with its journal', () => {
 
   test('a queue over its bound while the database refuses is put down to the journal and read back from it later', () => {
     using fixture = createFixture()
-    let refuse = true
-    const refusing: Repositories = {
-      ...fixture.repositories,
-      requestLogs: {
-        ...fixture.repositories.requestLogs,
-        insertMany(rows) {
-          if (refuse) throw new Error('database is locked')
-          return fixture.repositories.requestLogs.insertMany(rows)
-        },
-      },
-    }
-    const queue = fixture.queue({ repositories: refusing, maxQueued: 5 })
+    const database = refusingDatabase(fixture.repositories, 'database is locked')
+    const queue = fixture.queue({ repositories: database.repositories, maxQueued: 5 })
     queue.openJournal(fixture.journalDir)
     const rows = Array.from({ length: 8 }, () => row())
     for (const logRow of rows) queue.push(entry(logRow))
@@ -364,7 +362,7 @@ describe('the request-log queue with its journal', () => {
     expect(queue.depth()).toBe(0)
     expect(total(fixture.journalRows())).toBe(8)
 
-    refuse = false
+    database.refuse = false
     const later = row()
     queue.push(entry(later))
     queue.flush()

@@ -13,6 +13,9 @@ export interface UsageFilter {
 
 const hourMs = 3_600_000
 
+/** One roll-up row's sums for a batch, before it is added to the stored row. */
+type RollupSums = typeof usageRollups.$inferSelect
+
 export function createRequestLogRepository(db: Db) {
   // The log flush is the one write on the request path's timer. Rows go in as multi-row INSERTs of
   // `rowsPerStatement` rows (one statement step per group instead of per row), the rest one by one;
@@ -42,27 +45,32 @@ export function createRequestLogRepository(db: Db) {
        input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens`,
   )
   const rollUp = (rows: Iterable<RequestLogRow>) => {
-    const groups = new Map<string, (string | number)[]>()
+    const groups = new Map<string, RollupSums>()
     for (const row of rows) {
       const hour = row.createdAt - (row.createdAt % hourMs)
       const keyId = row.keyId ?? ''
       const model = row.model ?? ''
       const gateway = row.gateway ?? ''
       const id = `${row.workspaceId}\u0000${hour}\u0000${keyId}\u0000${model}\u0000${gateway}`
-      let group = groups.get(id)
-      if (!group) groups.set(id, (group = [row.workspaceId, hour, keyId, model, gateway, 0, 0, 0, 0, 0, 0, 0, 0]))
-      ;(group[5] as number)++
-      if (row.status >= 400) (group[6] as number)++
-      ;(group[7] as number) += row.latencyMs
-      ;(group[8] as number)++
-      if (row.overheadMs !== null && row.overheadMs !== undefined) {
-        ;(group[9] as number) += row.overheadMs
-        ;(group[10] as number)++
+      let sums = groups.get(id)
+      if (!sums) {
+        sums = { workspaceId: row.workspaceId, hour, keyId, model, gateway, requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, inputTokens: 0, outputTokens: 0 }
+        groups.set(id, sums)
       }
-      ;(group[11] as number) += row.inputTokens ?? 0
-      ;(group[12] as number) += row.outputTokens ?? 0
+      sums.requests++
+      if (row.status >= 400) sums.errors++
+      sums.latencySum += row.latencyMs
+      sums.latencyCount++
+      if (row.overheadMs !== null && row.overheadMs !== undefined) {
+        sums.overheadSum += row.overheadMs
+        sums.overheadCount++
+      }
+      sums.inputTokens += row.inputTokens ?? 0
+      sums.outputTokens += row.outputTokens ?? 0
     }
-    for (const group of groups.values()) upsertRollup.run(...group)
+    for (const sums of groups.values()) {
+      upsertRollup.run(sums.workspaceId, sums.hour, sums.keyId, sums.model, sums.gateway, sums.requests, sums.errors, sums.latencySum, sums.latencyCount, sums.overheadSum, sums.overheadCount, sums.inputTokens, sums.outputTokens)
+    }
   }
   const groupParameters: (string | number | null)[] = new Array(rowsPerStatement * columnCount)
   const setParameters = (target: (string | number | null)[], offset: number, row: RequestLogRow) => {
