@@ -113,7 +113,7 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
     const parsed = await dialect.parse(context, request, route, deps)
     context.mark('body')
     // The decisioner picks the target tried first (and maybe the model) before the rule runs.
-    const decision = decisionerApplies(context, deps, parsed.pinnedProviderKeyId !== undefined) ? await decide(context, deps, parsed.model) : undefined
+    const decision = decisionerApplies(context, deps) ? await decide(context, deps, parsed.model, parsed.pinnedProviderKeyId !== undefined) : undefined
     if (decision) {
       context.headers['x-router-decisioner'] = decision.header
       context.decision = { header: decision.header, ...(decision.callMs !== undefined ? { ms: decision.callMs } : {}) }

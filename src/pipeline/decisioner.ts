@@ -72,9 +72,9 @@ function header(parts: string[]): string {
   return text.length > maxHeaderLength ? text.slice(0, maxHeaderLength) : text
 }
 
-/** Whether the decisioner runs for this request: the operator flag, a decisioner on the key, no pinned chain. */
-export function decisionerApplies(context: RequestContext, deps: InferenceDeps, pinned: boolean): boolean {
-  return deps.config.decisionerEnabled && context.key!.rule.decisioner !== null && !pinned
+/** Whether the decisioner runs for this request: the operator flag and a decisioner on the key. */
+export function decisionerApplies(context: RequestContext, deps: InferenceDeps): boolean {
+  return deps.config.decisionerEnabled && context.key!.rule.decisioner !== null
 }
 
 function usdPerMillion(catalog: GatewayCatalog | undefined, spelled: string | undefined): number | undefined {
@@ -144,10 +144,15 @@ function topChoice(answer: { answer: string; probabilities: Record<string, numbe
   return { option, p, runnerUp }
 }
 
-export async function decide(context: RequestContext, deps: InferenceDeps, model: string): Promise<Decision> {
+/**
+ * The decision for a request. A pinned Responses chain skips it (SPEC: the follow-up goes to the
+ * provider that holds the state); the key has a decisioner, so the header says so.
+ */
+export async function decide(context: RequestContext, deps: InferenceDeps, model: string, pinned: boolean): Promise<Decision> {
   const config = context.key!.rule.decisioner as unknown as DecisionerConfig
   const objective: Objective = config.objective ?? 'cost'
   const skip = (reason: string, callMs?: number): Decision => ({ header: header([`skipped:${reason}`, `obj:${objective}`]), callMs })
+  if (pinned) return skip('pinned_chain')
   const facts = factsOf(context, model)
   if (facts.length < 2) return skip('single_target')
   const priced = facts.filter((fact) => fact.usdPerMillion !== undefined)

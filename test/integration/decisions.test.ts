@@ -704,7 +704,7 @@ describe('the decisioner on other endpoints', () => {
     expect(decisionCalls(env.mocks[DECIDER]!)).toHaveLength(1)
   })
 
-  test('a pinned Responses chain (previous_response_id) skips the decisioner: no header, no decision call', async () => {
+  test('a pinned Responses chain (previous_response_id) skips the decisioner: a skip header, no decision call', async () => {
     const CHAIN = 'openai'
     await using env = await startGateways([CHAIN, B, DECIDER], flagOn)
     let responses = 0
@@ -737,13 +737,14 @@ describe('the decisioner on other endpoints', () => {
 
     const followUp = await httpCall(env.server, 'POST', '/v1/responses', { model: MODEL, input: 'and then?', previous_response_id: id }, bearerHeader(key.secret))
     expect(followUp.status).toBe(200)
-    expect(decisionerHeader(followUp)).toBeNull()
+    // The key has a decisioner, so the header is there (SPEC "X-Router-Decisioner"): a skip.
+    expect(decisionerHeader(followUp)).toBe('skipped:pinned_chain;obj:capability')
     expect(followUp.headers.get('x-router-provider')).toBe(CHAIN)
     expect(decisionCalls(env.mocks[DECIDER]!)).toHaveLength(1)
     const upstream = env.mocks[CHAIN]!.calls('/responses').filter((request) => request.method === 'POST')
     expect(upstream).toHaveLength(2)
     expect(upstream[1]!.body.previous_response_id).toBe('resp_up_1')
     const row = await logRowAfter(env.server, key.id, 2)
-    expect(enrichmentOf(row)?.decisioner).toBeUndefined()
+    expect(enrichmentOf(row)?.decisioner).toEqual({ header: 'skipped:pinned_chain;obj:capability' })
   })
 })
