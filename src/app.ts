@@ -10,6 +10,8 @@ import { handleProxyRequest } from './api/inference'
 import { internalError } from './pipeline'
 import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
+import { internalRoutes } from './api/internal'
+import { isReadonlyDatabaseError } from './cluster/writer'
 
 
 function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
@@ -53,11 +55,17 @@ export function buildApp(deps: AppDeps): AnyElysia {
         case 'NOT_FOUND':
           return notFoundResponse(path)
         default:
+          // A write that reached a replica's read-only database past the request check below.
+          if (isReadonlyDatabaseError(error)) {
+            const replay = deps.writer.replay()
+            if (replay) return replay
+          }
           deps.logger.error('unhandled_error', { path, code: String(code), error: error instanceof Error ? error.message : String(error) })
           return json(500, { error: 'Internal error.' })
       }
     })
     .use(healthRoutes(deps))
+    .use(internalRoutes(deps))
 
   if (servesApp) {
     app = app
@@ -78,11 +86,26 @@ export function buildApp(deps: AppDeps): AnyElysia {
 export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
   const servesProxy = deps.config.role === 'all' || deps.config.role === 'proxy'
   return (request: Request, server: { requestIP(request: Request): { address: string } | null }) => {
+    // On a LiteFS replica, write requests go to the primary at once (CONTRACT §10; MCP write tools
+    // are told apart in the MCP handler, which reads the body).
+    if (deps.writer.replica && isReplicaWrite(request)) return deps.writer.replay()!
     if (servesProxy && isInferencePath(request.url)) {
       return handleProxyRequest(request, deps, () => server.requestIP(request)?.address)
     }
     return app.handle(request)
   }
+}
+
+/**
+ * Requests that write: every management call but a read, and the whole Batch API (a batch is the
+ * primary's: even reading one may record the gateway's progress, and its webhooks go from there).
+ */
+export function isReplicaWrite(request: Request): boolean {
+  const url = request.url
+  const pathStart = url.indexOf('/', url.indexOf('//') + 2)
+  const method = request.method
+  if (url.startsWith('/api/v1/', pathStart)) return method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS'
+  return url.startsWith('/v1/batches', pathStart) && (url.length === pathStart + 11 || '/?'.includes(url[pathStart + 11]!))
 }
 
 /**

@@ -1,4 +1,4 @@
-/** The service process: config → storage (+migrate, master key check) → app → listen → first-start workspace → scheduler; SIGTERM drains. */
+/** The service process: config → storage (+migrate, master key check) → app → role duties (cluster/node.ts) → listen → first-start workspace; SIGTERM drains. */
 import { parseArgs } from 'node:util'
 import { environmentVariables, loadConfig } from './config/env'
 import { upstreamConcurrency, wantedUpstreamConcurrency } from './gateways/concurrency'
@@ -63,14 +63,17 @@ async function main(args: readonly string[]) {
   }
   const config = loadConfig()
   // Loaded after the argument check, so `--help` answers before the dependencies are installed.
-  const [{ createRuntime }, { buildApp, createErrorHandler, createFetchHandler }, { createWorkspace }, { startScheduler }] = await Promise.all([
+  const [{ createRuntime }, { buildApp, createErrorHandler, createFetchHandler }, { createWorkspace }, { ClusterNode, waitForDatabase }, { readRole }, { createLogger }] = await Promise.all([
     import('./runtime'),
     import('./app'),
     import('./management/workspaces'),
-    import('./scheduler/scheduler'),
+    import('./cluster/node'),
+    import('./cluster/role'),
+    import('./observability/logger'),
   ])
-  const runtime = createRuntime(config)
-  const { logger } = runtime
+  const logger = createLogger(config.logLevel)
+  if (readRole(config.litefsDir).kind === 'replica') await waitForDatabase(logger, config.dbPath, config.litefsDir)
+  const runtime = createRuntime(config, { logger })
   const concurrency = upstreamConcurrency()
   if (concurrency < wantedUpstreamConcurrency) {
     logger.warn('upstream_concurrency_limited', {
@@ -94,13 +97,6 @@ async function main(args: readonly string[]) {
 
   const app = buildApp(runtime)
   runtime.logQueue.start()
-  const checkpoints = await runtime.storage.startBackgroundCheckpoints({
-    onCheckpoint: (pages) => {
-      runtime.metrics.walCheckpoints++
-      runtime.metrics.walCheckpointPages += pages
-    },
-    onError: (message) => logger.error('wal_checkpoint_failed', { error: message }),
-  })
   const tls = config.tlsCert && config.tlsKey ? { cert: Bun.file(config.tlsCert), key: Bun.file(config.tlsKey) } : undefined
   let server: ReturnType<typeof Bun.serve>
   try {
@@ -131,15 +127,19 @@ async function main(args: readonly string[]) {
     throw error
   }
 
-  // After the listener is up, so a start that cannot listen never spends the one-time key.
-  if (runtime.repositories.workspaces.count() === 0) {
+  // After the listener is up, so a start that cannot listen never spends the one-time key. On the
+  // primary only: a replica's database is the primary's.
+  if (!runtime.writer.replica && runtime.repositories.workspaces.count() === 0) {
     const created = createWorkspace(runtime, 'default')
     // Printed once, on a line of its own (CONTRACT §1), on stderr: stdout is JSON log lines only,
     // and a secret has no place in the log stream. Later starts print no secret.
     process.stderr.write(`management key: ${created.management_key}\n`)
     logger.info('workspace_created', { workspace_id: created.workspace.id, name: 'default' })
   }
-  const stopScheduler = startScheduler(runtime)
+  // The role's duties: checkpoints and jobs on the primary, log shipping on a replica; and from now
+  // on, a change of role (CONTRACT §10).
+  const node = new ClusterNode(runtime)
+  await node.start()
   let stopping = false
   const shutdown = async (signal: string) => {
     if (stopping) return
@@ -147,10 +147,12 @@ async function main(args: readonly string[]) {
     logger.info('shutting_down', { signal })
     // Stop accepting; requests in flight get up to 30 s to finish (CONTRACT §2).
     await Promise.race([server.stop(false), Bun.sleep(30_000)])
-    await stopScheduler()
+    // Rows of the last requests go where the role sends them (the database, or the spool) before
+    // the node's last shipping pass.
     runtime.logQueue.stop()
+    await node.stop()
     runtime.mcpServers.close()
-    await checkpoints.stop()
+    runtime.snapshots.close()
     runtime.storage.close()
     process.exit(0)
   }

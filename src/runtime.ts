@@ -10,6 +10,9 @@ import type { AppDeps } from './api/deps'
 import { createSnapshotStore, type SnapshotStore } from './storage/snapshot'
 import { McpServers } from './pipeline/stages/mcp-servers'
 import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log-request'
+import { RoleWatcher } from './cluster/role'
+import { Writer } from './cluster/writer'
+import { spoolPath } from './cluster/spool'
 
 export interface Runtime extends AppDeps {
   config: Config
@@ -28,13 +31,18 @@ export interface Runtime extends AppDeps {
   sign: (text: string) => string
   /** The MCP servers attached to keys: clients, tool lists and tool calls (pipeline/stages). */
   mcpServers: McpServers
+  /** The node's LiteFS role as it changes (cluster/role.ts); always the primary without RT_LITEFS_DIR. */
+  roles: RoleWatcher
 }
 
 export function createRuntime(config: Config, options: { logger?: Logger; fetch?: typeof fetch } = {}): Runtime {
   const logger = options.logger ?? createLogger(config.logLevel)
+  const roles = new RoleWatcher(config.litefsDir, (error) => logger.error('role_read_failed', { error: error instanceof Error ? error.message : String(error) }))
+  const role = roles.current()
   // Storage first: whether a master key may be created, and whether the given one is right, is
-  // decided by what the database holds (its key check value, its encrypted rows).
-  const storage = openStorage(config.dbPath)
+  // decided by what the database holds (its key check value, its encrypted rows). A replica reads
+  // the primary's database as LiteFS presents it: read-only.
+  const storage = openStorage(config.dbPath, { readonly: role.kind === 'replica' })
   let masterKey: { key: Buffer; created: boolean }
   try {
     masterKey = loadMasterKey({ fromEnvironment: config.masterKey, keyFilePath: join(config.dataDir, 'master.key'), databasePath: config.dbPath, database: storage.masterKeyRecord })
@@ -52,6 +60,8 @@ export function createRuntime(config: Config, options: { logger?: Logger; fetch?
   const snapshots = createSnapshotStore({ storage, repositories, secretBox, config, logger })
   onConfigWrite.add(() => snapshots.invalidate())
   metrics.snapshotBuilds = snapshots.builds
+  metrics.snapshotRequestPathBuilds = snapshots.requestPathBuilds
+  const writer = new Writer(role, repositories, metrics, spoolPath(config.dataDir))
   return {
     config,
     storage,
@@ -63,7 +73,9 @@ export function createRuntime(config: Config, options: { logger?: Logger; fetch?
     onConfigWrite,
     masterKeyCreated: created,
     snapshots,
-    logQueue: createRequestLogQueue(repositories, metrics, logger),
+    logQueue: createRequestLogQueue(writer, metrics, logger),
+    writer,
+    roles,
     fetch: options.fetch ?? fetch,
     random: Math.random,
     sign: createIdSigner(key),

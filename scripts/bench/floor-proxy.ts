@@ -18,6 +18,7 @@ import { join } from 'node:path'
 import { Metrics } from '../../src/observability/metrics'
 import { silentLogger } from '../../src/observability/logger'
 import { createRequestLogQueue } from '../../src/pipeline/log-request'
+import { databaseLogSink } from '../../src/cluster/writer'
 import { openStorage } from '../../src/storage/client'
 import { createRepositories } from '../../src/storage/repositories'
 import { requestJournalDirectory, rowEntry } from '../../src/storage/request-journal'
@@ -27,7 +28,8 @@ const upstream = process.env.BENCH_UPSTREAM_URL!
 const dataDir = process.env.BENCH_FLOOR_DIR!
 const storage = openStorage(join(dataDir, 'floor.db'))
 const checkpoints = await storage.startBackgroundCheckpoints({})
-const logQueue = createRequestLogQueue(createRepositories(storage), new Metrics(), silentLogger)
+const metrics = new Metrics()
+const logQueue = createRequestLogQueue(databaseLogSink(createRepositories(storage), metrics), metrics, silentLogger)
 logQueue.openJournal(requestJournalDirectory(dataDir))
 logQueue.start()
 

@@ -5,10 +5,13 @@ import type { Logger } from '../observability/logger'
 import type { Metrics } from '../observability/metrics'
 import type { Storage } from '../storage/client'
 import type { InferenceDeps } from '../pipeline'
+import type { Writer } from '../cluster/writer'
 
 export interface AppDeps extends ManagementDeps, InferenceDeps {
   config: Config
   storage: Storage
   metrics: Metrics
   logger: Logger
+  /** The writer seam (cluster/writer.ts): where a write goes on this node's role. */
+  writer: Writer
 }

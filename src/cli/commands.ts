@@ -37,6 +37,8 @@ export interface CommandSpec {
   synopsis?: string
   summary: string
   options: Readonly<Record<string, OptionSpec>>
+  /** Only reads: runs on a LiteFS replica too (every other command writes and is refused there). */
+  reads?: true
   run(runtime: Runtime, input: CommandInput): unknown
 }
 
@@ -163,6 +165,7 @@ export const commands: readonly CommandSpec[] = [
   {
     words: ['key', 'mcp', 'list'],
     summary: 'Prints the MCP servers attached to an inference key.',
+    reads: true,
     options: { id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' } },
     run: async (runtime, input) => (await import('../management/key-settings')).listMcpServers(runtime, input.text('id')!),
   },
@@ -191,6 +194,7 @@ export const commands: readonly CommandSpec[] = [
   {
     words: ['gateways'],
     summary: 'Prints every gateway kind of the catalog with its capabilities and base URL (after RT_GATEWAY_URL_<SLUG>).',
+    reads: true,
     options: {},
     run: async (runtime) => {
       const { describeGateway, gatewayCatalog } = await import('../gateways/catalog')

@@ -31,12 +31,15 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   let runtime: Awaited<ReturnType<typeof createRuntime>> | undefined
   try {
     runtime = createRuntime(loadConfig(), { logger: silentLogger })
+    // A LiteFS replica's database is read-only: a command that writes says where to run it (CONTRACT §10).
+    if (!parsed.command.reads) runtime.writer.assertPrimary()
     const result = await parsed.command.run(runtime, parsed.input)
     process.stdout.write(JSON.stringify(result) + '\n')
     return 0
   } catch (error) {
     return fail(error)
   } finally {
+    runtime?.snapshots.close()
     runtime?.storage.close()
   }
 }

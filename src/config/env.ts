@@ -30,6 +30,14 @@ export interface Config {
   logLevel: LogLevel
   /** RT_GATEWAY_URL_<SLUG> overrides, keyed by the upper-cased slug form. */
   gatewayUrlOverrides: Readonly<Record<string, string>>
+  /** RT_LITEFS_DIR: LiteFS's mount; set, the node is a replica while `$RT_LITEFS_DIR/.primary` exists (CONTRACT §10). */
+  litefsDir: string | undefined
+  /** RT_CLUSTER_SECRET: the bearer a replica shows the primary when it ships request-log rows. */
+  clusterSecret: string | undefined
+  /** RT_PRIMARY_URL: the primary's base URL for a replica; unset, it is derived from the fly.io names. */
+  primaryUrl: string | undefined
+  /** FLY_APP_NAME, set by fly.io: names the primary's private address `<host>.vm.<app>.internal`. */
+  flyAppName: string | undefined
 }
 
 export class ConfigError extends Error {}
@@ -52,7 +60,10 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['RT_ROLE', 'all (default), proxy (/v1, /mcp, /healthz) or app (/api/v1, dashboard, /healthz)'],
   ['RT_TLS_CERT, RT_TLS_KEY', 'PEM file paths; both set: the listener speaks HTTPS'],
   ['RT_DATA_DIR', Bun.isStandaloneExecutable ? "master.key and router.db; default ./data of the current directory" : `master.key and router.db; default ${defaultDataDir} (the repository's data/, from any current directory); a relative path resolves from the current directory`],
-  ['RT_DB_PATH', 'the SQLite database file, default $RT_DATA_DIR/router.db; a relative path resolves from the current directory'],
+  ['RT_DB_PATH', 'the SQLite database file, default $RT_DATA_DIR/router.db ($RT_LITEFS_DIR/router.db with RT_LITEFS_DIR); a relative path resolves from the current directory'],
+  ['RT_LITEFS_DIR', "LiteFS's mount (e.g. /litefs): the node is a read-only replica while $RT_LITEFS_DIR/.primary exists, the primary otherwise; re-read when it changes"],
+  ['RT_CLUSTER_SECRET', 'the bearer a replica shows the primary when it ships request-log rows (POST /internal/v1/logs); unset on the primary: that path answers 401'],
+  ['RT_PRIMARY_URL', "a replica's URL of the primary, default http://<primary host>.vm.$FLY_APP_NAME.internal:$PORT"],
   ['RT_MASTER_KEY', '32 bytes (64 hex digits or base64) encrypting stored secrets; unset: $RT_DATA_DIR/master.key, created only for a database without secrets. A key that is not the database\'s own is refused'],
   ['RT_GATEWAY_URL_<SLUG>', 'replaces one gateway kind\'s base URL; SLUG is the catalog id upper-cased, non-alphanumerics as _'],
   ['RT_TRUST_PROXY', '1: the caller address is Fly-Client-IP or the first X-Forwarded-For entry'],
@@ -87,7 +98,9 @@ function oneOf<T extends string>(environment: Record<string, string | undefined>
 
 export function loadConfig(environment: Record<string, string | undefined> = Bun.env): Config {
   const dataDir = environment.RT_DATA_DIR ? resolve(environment.RT_DATA_DIR) : defaultDataDir
-  const dbPath = environment.RT_DB_PATH === ':memory:' ? ':memory:' : environment.RT_DB_PATH ? resolve(environment.RT_DB_PATH) : join(dataDir, 'router.db')
+  const litefsDir = environment.RT_LITEFS_DIR ? resolve(environment.RT_LITEFS_DIR) : undefined
+  const dbPath =
+    environment.RT_DB_PATH === ':memory:' ? ':memory:' : environment.RT_DB_PATH ? resolve(environment.RT_DB_PATH) : join(litefsDir ?? dataDir, 'router.db')
   const overrides: Record<string, string> = {}
   for (const [name, value] of Object.entries(environment)) {
     if (name.startsWith('RT_GATEWAY_URL_') && value) overrides[name.slice('RT_GATEWAY_URL_'.length)] = value.replace(/\/+$/, '')
@@ -117,5 +130,9 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     webhookAllowPrivate: environment.RT_WEBHOOK_ALLOW_PRIVATE === '1',
     logLevel: oneOf(environment, 'RT_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
     gatewayUrlOverrides: Object.freeze(overrides),
+    litefsDir,
+    clusterSecret: environment.RT_CLUSTER_SECRET || undefined,
+    primaryUrl: environment.RT_PRIMARY_URL ? environment.RT_PRIMARY_URL.replace(/\/+$/, '') : undefined,
+    flyAppName: environment.FLY_APP_NAME || undefined,
   })
 }

@@ -95,6 +95,14 @@ export class Metrics {
   walCheckpointPages = 0
   /** Set by the snapshot store. */
   snapshotBuilds: () => number = () => 0
+  snapshotRequestPathBuilds: () => number = () => 0
+  /** The writer seam and the log shipper (cluster/): a replica's side of CONTRACT §10. */
+  isReplica: () => boolean = () => false
+  writesReplayed = 0
+  logRowsSpooled = 0
+  logRowsShipped = 0
+  logShipFailures = 0
+  spoolDepth: () => number = () => 0
 
   countRequest(endpoint: string, status: number) {
     this.requests.add(endpoint, status)
@@ -150,6 +158,13 @@ export class Metrics {
     lines.push('# HELP router_wal_checkpoints_total WAL checkpoints that copied pages, run off the serving thread.', '# TYPE router_wal_checkpoints_total counter', `router_wal_checkpoints_total ${this.walCheckpoints}`)
     lines.push('# HELP router_wal_checkpoint_pages_total Pages copied from the WAL into the database file.', '# TYPE router_wal_checkpoint_pages_total counter', `router_wal_checkpoint_pages_total ${this.walCheckpointPages}`)
     lines.push('# HELP router_snapshot_builds_total Rebuilds of the in-memory configuration snapshot.', '# TYPE router_snapshot_builds_total counter', `router_snapshot_builds_total ${this.snapshotBuilds()}`)
+    lines.push('# HELP router_snapshot_request_path_builds_total Snapshot rebuilds a request waited for (a change by another connection not yet noticed between requests).', '# TYPE router_snapshot_request_path_builds_total counter', `router_snapshot_request_path_builds_total ${this.snapshotRequestPathBuilds()}`)
+    lines.push('# HELP router_node_replica 1 while this node is a LiteFS replica, 0 on the primary.', '# TYPE router_node_replica gauge', `router_node_replica ${this.isReplica() ? 1 : 0}`)
+    lines.push('# HELP router_writes_replayed_total Write requests answered 409 with fly-replay on a replica.', '# TYPE router_writes_replayed_total counter', `router_writes_replayed_total ${this.writesReplayed}`)
+    lines.push('# HELP router_log_rows_spooled_total Request-log rows a replica put in its spool.', '# TYPE router_log_rows_spooled_total counter', `router_log_rows_spooled_total ${this.logRowsSpooled}`)
+    lines.push('# HELP router_log_rows_shipped_total Spooled rows the primary acknowledged.', '# TYPE router_log_rows_shipped_total counter', `router_log_rows_shipped_total ${this.logRowsShipped}`)
+    lines.push('# HELP router_log_ship_failures_total Batches the primary did not acknowledge (kept and sent again).', '# TYPE router_log_ship_failures_total counter', `router_log_ship_failures_total ${this.logShipFailures}`)
+    lines.push('# HELP router_log_spool_rows Rows in the spool waiting for the primary.', '# TYPE router_log_spool_rows gauge', `router_log_spool_rows ${this.spoolDepth()}`)
     const memory = process.memoryUsage()
     lines.push('# HELP process_resident_memory_bytes Resident memory size in bytes.', '# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`)
     return lines.join('\n') + '\n'

@@ -8,7 +8,7 @@
  */
 import type { Logger } from '../observability/logger'
 import type { Metrics } from '../observability/metrics'
-import type { Repositories } from '../storage/repositories'
+import type { LogSink } from '../cluster/writer'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
 import { openRequestJournal, orphanSegments, readSegment, removeSegment, type JournalEntry, type JournalOptions, type JournalSegment, type RequestJournal } from '../storage/request-journal'
 
@@ -52,7 +52,7 @@ const segmentsPerPass = 8
  * Rows are written in batches of about `batchSize`: large enough that a commit costs little per
  * row, small enough that one write blocks the event loop for well under a millisecond.
  */
-export function createRequestLogQueue(repositories: Repositories, metrics: Metrics, logger: Logger, batchSize = 128, maxQueued = 200_000): RequestLogQueue {
+export function createRequestLogQueue(sink: LogSink, metrics: Metrics, logger: Logger, batchSize = 128, maxQueued = 200_000): RequestLogQueue {
   /** Requests whose records are in a journal segment, their rows not committed yet. */
   let journaled: LogEntry[] = []
   /** Requests held only here: no journal is open, or writing to it failed. */
@@ -67,19 +67,12 @@ export function createRequestLogQueue(repositories: Repositories, metrics: Metri
   let scheduled = false
 
   /**
-   * Inserts rows and stamps the keys' last use; returns the rows inserted. Rows `replayed` from the
-   * journal's files may be there already (a crash came between their commit and their segment's
-   * release) and are skipped; rows of this process's own requests are new.
+   * Writes rows through the sink (the writer seam: this database on the primary, the spool on a
+   * replica), which stamps the keys' last use with them. Rows `replayed` from the journal's files
+   * may be there already (a crash came between their commit and their segment's release) and are
+   * skipped; rows of this process's own requests are new.
    */
-  const commit = (rows: RequestLogRow[], replayed: boolean): number => {
-    if (rows.length === 0) return 0
-    const lastUsed = new Map<string, number>()
-    for (const row of rows) if (row.keyId && row.status !== 401) lastUsed.set(row.keyId, Math.max(row.createdAt, lastUsed.get(row.keyId) ?? 0))
-    const inserted = replayed ? repositories.requestLogs.insertManyIfAbsent(rows) : repositories.requestLogs.insertMany(rows)
-    repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at: new Date(at).toISOString() })))
-    metrics.logRowsWritten += inserted
-    return inserted
-  }
+  const commit = (rows: RequestLogRow[], replayed: boolean): number => (rows.length === 0 ? 0 : sink.commit(rows, replayed))
 
   const removeSegments = (paths: readonly string[]) => {
     try {

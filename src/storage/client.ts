@@ -33,6 +33,8 @@ export interface MasterKeyRecord {
 export interface Storage {
   sqlite: Database
   db: Db
+  /** Opened read-only: a LiteFS replica's view of the primary's database (CONTRACT §10). */
+  readonly: boolean
   /** PRAGMA data_version: changes when another connection commits (cheap, no table read). */
   dataVersion(): number
   /** The configuration write counter (bumped by every configuration write, in any process). */
@@ -58,7 +60,17 @@ export interface BackgroundCheckpoints {
   stop(): Promise<void>
 }
 
-export function openStorage(path: string, options: { migrate?: boolean } = {}): Storage {
+export interface OpenOptions {
+  migrate?: boolean
+  /**
+   * A replica's connection: no migration, no pragma that writes, no config row; SQLite refuses every
+   * write on it, so a write that slipped past the writer seam (cluster/writer.ts) fails, never lands.
+   */
+  readonly?: boolean
+}
+
+export function openStorage(path: string, options: OpenOptions = {}): Storage {
+  if (options.readonly) return openReadonly(path)
   if (path !== ':memory:') {
     // Owner-only (0700 folders, 0600 files): the database holds key hashes, encrypted provider secrets
     // and request logs. SQLite creates -wal and -shm with the database file's mode, so creating the
@@ -84,11 +96,36 @@ export function openStorage(path: string, options: { migrate?: boolean } = {}): 
   return {
     sqlite,
     db,
+    readonly: false,
     dataVersion: () => versionQuery.get()!.data_version,
     configVersion: () => configQuery.get()?.version ?? 0,
     bumpConfigVersion: () => void bump.run(),
     startBackgroundCheckpoints: (options) => startCheckpointWorker(sqlite, path, options),
     masterKeyRecord: createMasterKeyRecord(sqlite),
+    close: () => sqlite.close(),
+  }
+}
+
+function openReadonly(path: string): Storage {
+  const sqlite = new Database(path, { readonly: true, strict: true })
+  sqlite.exec('PRAGMA busy_timeout = 5000')
+  sqlite.exec('PRAGMA query_only = 1')
+  const db = drizzle(sqlite, { schema }) as Db
+  const versionQuery = sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
+  const configQuery = sqlite.prepare<{ version: number }, []>('select version from config_version where id = 1')
+  const record = createMasterKeyRecord(sqlite)
+  return {
+    sqlite,
+    db,
+    readonly: true,
+    dataVersion: () => versionQuery.get()!.data_version,
+    configVersion: () => configQuery.get()?.version ?? 0,
+    // The primary bumps the counter of the writes a replica sees; a replica writes none.
+    bumpConfigVersion: () => {},
+    // The primary checkpoints (LiteFS ships its pages); a read-only connection cannot.
+    startBackgroundCheckpoints: async () => ({ stop: async () => {} }),
+    // The primary stored the check value; a replica compares with it and stores nothing.
+    masterKeyRecord: { ...record, saveCheckValue: (value) => record.checkValue() ?? value },
     close: () => sqlite.close(),
   }
 }

@@ -1,8 +1,12 @@
 /**
  * Read-mostly configuration in memory for the hot path: keys, workspaces, provider keys (secrets
- * decrypted), gateway switches, model catalogs and learned budgets. Rebuilt lazily when this
- * process writes (invalidate()) or when another connection committed (PRAGMA data_version).
+ * decrypted), gateway switches, model catalogs and learned budgets. Rebuilt between requests, never
+ * by one: right after this process writes (invalidate()), and when another connection committed a
+ * configuration write (PRAGMA data_version, then the config counter), noticed by a watch on the
+ * database's folder with a poll behind it. Requests read the snapshot in place, without a check.
  */
+import { watch, type FSWatcher } from 'node:fs'
+import { basename, dirname } from 'node:path'
 import { findGateway, providerBaseUrl, type GatewayDefinition } from '../gateways/catalog'
 import { buildGatewayCatalog, type GatewayCatalog } from '../gateways/model-catalog'
 import { pricingOfStoredObject, type ModelPricing } from '../gateways/model-prices'
@@ -80,9 +84,14 @@ function authHeaders(gateway: GatewayDefinition, secret: string, accept: string)
 
 export interface SnapshotStore {
   current(): Snapshot
+  /** This process wrote configuration: rebuilt before the next request reads it. */
   invalidate(): void
   /** How many times the snapshot was rebuilt (exposed on /metrics). */
   builds(): number
+  /** Of those, the rebuilds a request waited for: another connection's change not yet noticed between requests. */
+  requestPathBuilds(): number
+  /** Stops following the database's changes. */
+  close(): void
 }
 
 export function createSnapshotStore(deps: { storage: Storage; repositories: Repositories; secretBox: SecretBox; config: Config; logger: Logger }): SnapshotStore {
@@ -90,6 +99,8 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
   let seenVersion = -1
   let seenConfigVersion = -1
   let buildCount = 0
+  /** Rebuilds a request had to wait for (the change not seen between requests yet). */
+  let onPathBuilds = 0
   /**
    * Each gateway's prices as of its catalog's crawl: read again only when a crawl replaced the
    * catalog, not on every rebuild (a key or provider write does not touch them).
@@ -199,31 +210,108 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
     return { keysByPrefix, workspaces, providers, gatewayEnabled, catalogs, budgets, tokenCache: new Map(), planCache: new Map(), planCacheSize: 0 }
   }
 
+  /** This process wrote configuration: the next read must see it (read-your-writes). */
+  let ownWrite = false
+  let refreshScheduled = false
+  let watcher: FSWatcher | undefined
+  let poll: ReturnType<typeof setInterval> | undefined
+
+  const rebuild = () => {
+    seenVersion = deps.storage.dataVersion()
+    seenConfigVersion = deps.storage.configVersion()
+    ownWrite = false
+    snapshot = build()
+    buildCount++
+  }
+
+  /**
+   * Another connection committed (the CLI, another role, or LiteFS applying the primary's changes on
+   * a replica): rebuild if it was a configuration write. Request-log flushes change data_version too;
+   * they cost these two small reads and no rebuild.
+   */
+  const refresh = () => {
+    refreshScheduled = false
+    try {
+      if (ownWrite || snapshot === undefined) return rebuild()
+      const version = deps.storage.dataVersion()
+      if (version === seenVersion) return
+      seenVersion = version
+      const configVersion = deps.storage.configVersion()
+      if (configVersion !== seenConfigVersion) rebuild()
+    } catch (error) {
+      // The old snapshot keeps serving. Following stops (a closed database would fail every poll);
+      // the next read builds anew and follows again.
+      stopFollowing()
+      ownWrite = true
+      deps.logger.error('snapshot_rebuild_failed', { error: error instanceof Error ? error.message : String(error) })
+    }
+  }
+  const scheduleRefresh = () => {
+    if (refreshScheduled) return
+    refreshScheduled = true
+    setImmediate(refresh)
+  }
+
+  function stopFollowing() {
+    watcher?.close()
+    watcher = undefined
+    if (poll) clearInterval(poll)
+    poll = undefined
+  }
+
+  /**
+   * Follows commits of other connections between requests: the database's folder is watched (a
+   * commit writes the -wal file: the event comes before a request sent after the commit), and polled
+   * in case the file system sends no events (LiteFS's FUSE mount).
+   */
+  const follow = () => {
+    const path = deps.config.dbPath === ':memory:' ? undefined : deps.config.dbPath
+    if (path === undefined || watcher || poll) return
+    const name = basename(path)
+    try {
+      watcher = watch(dirname(path), { persistent: false }, (_event, file) => {
+        if (file === null || String(file).startsWith(name)) scheduleRefresh()
+      })
+      watcher.on('error', () => {})
+    } catch {
+      watcher = undefined
+    }
+    poll = setInterval(scheduleRefresh, followPollMs)
+    poll.unref?.()
+  }
+
   let checkedAt = 0
   return {
     current() {
-      // PRAGMA data_version changes when another connection (the CLI, another role) commits. It is
-      // read at most once per millisecond: a write from another process is still seen by the next
-      // request, without a SQLite call on every request under load.
-      const now = performance.now()
-      if (snapshot !== undefined && now - checkedAt < 1) return snapshot
-      checkedAt = now
-      const version = deps.storage.dataVersion()
-      if (snapshot !== undefined && version === seenVersion) return snapshot
-      seenVersion = version
-      // Another connection committed: rebuild only if it was a configuration write (request-log
-      // flushes of other processes change data_version too).
-      const configVersion = deps.storage.configVersion()
-      if (snapshot === undefined || configVersion !== seenConfigVersion) {
-        seenConfigVersion = configVersion
-        snapshot = build()
-        buildCount++
+      // The snapshot is swapped by refresh, between requests. A read builds it only the first time,
+      // or when the write it must see (CONTRACT §3: a change is seen by the next request) has not
+      // been noticed between requests yet: this process wrote in this same turn, or another
+      // connection committed a moment before (its folder event not delivered yet). data_version is
+      // read at most once a millisecond for that.
+      if (snapshot === undefined || ownWrite) {
+        rebuild()
+        follow()
+        return snapshot!
       }
-      return snapshot
+      const now = performance.now()
+      if (now - checkedAt < 1) return snapshot
+      checkedAt = now
+      if (deps.storage.dataVersion() !== seenVersion) {
+        const before = buildCount
+        refresh()
+        onPathBuilds += buildCount - before
+      }
+      return snapshot!
     },
     invalidate() {
-      snapshot = undefined
+      ownWrite = true
+      scheduleRefresh()
     },
     builds: () => buildCount,
+    requestPathBuilds: () => onPathBuilds,
+    close: stopFollowing,
   }
 }
+
+/** The poll behind the folder watch: how stale a snapshot may get where no event comes. */
+const followPollMs = 50

@@ -79,6 +79,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
       await server.stop(true)
       runtime.logQueue.stop()
       runtime.mcpServers.close()
+      runtime.snapshots.close()
       runtime.storage.close()
       rmSync(dataDir, { recursive: true, force: true })
     },

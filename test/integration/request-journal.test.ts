@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { Metrics } from '../../src/observability/metrics'
 import { silentLogger, type Logger } from '../../src/observability/logger'
 import { createRequestLogQueue, type RequestLogQueue } from '../../src/pipeline/log-request'
+import { databaseLogSink } from '../../src/cluster/writer'
 import { openStorage, type Storage } from '../../src/storage/client'
 import { createRepositories, type Repositories } from '../../src/storage/repositories'
 import type { RequestLogRow } from '../../src/storage/repositories/request-logs'
@@ -45,7 +46,7 @@ function createFixture(): Fixture {
     journalDir,
     storage,
     repositories,
-    queue: (options = {}) => createRequestLogQueue(options.repositories ?? repositories, new Metrics(), options.logger ?? silentLogger, 128, options.maxQueued),
+    queue: (options = {}) => createRequestLogQueue(databaseLogSink(options.repositories ?? repositories, new Metrics()), new Metrics(), options.logger ?? silentLogger, 128, options.maxQueued),
     rowIds: () => storage.sqlite.query<{ id: string }, []>('select id from request_logs order by seq').all().map((row) => row.id),
     journalRows() {
       const rows = new Map<string, number>()
@@ -423,7 +424,7 @@ describe('owner-only files (0600) and folders (0700)', () => {
     try {
       const dataDir = join(root, 'several', 'levels', 'data')
       const storage = openStorage(join(dataDir, 'router.db'))
-      const queue = createRequestLogQueue(createRepositories(storage, () => {}), new Metrics(), silentLogger)
+      const queue = createRequestLogQueue(databaseLogSink(createRepositories(storage, () => {}), new Metrics()), new Metrics(), silentLogger)
       queue.openJournal(requestJournalDirectory(dataDir))
       queue.push(entry(row()))
       queue.flush()

@@ -12,6 +12,7 @@ import { authenticateManagementKey, bearerToken } from '../../management/workspa
 import type { Actor } from '../../management/context'
 import { listTools, mcpTools } from './tools'
 import { readBodyWithin } from '../../pipeline/read-body'
+import { isReadonlyDatabaseError, ReplicaWriteError } from '../../cluster/writer'
 
 /**
  * The server's protocol version (SPEC "Versioning" 3): in the MCP-Protocol-Version header of every
@@ -81,9 +82,17 @@ function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
     return { jsonrpc: '2.0' as const, id, result: { content: [{ type: 'text', text: JSON.stringify(result) }] } }
   } catch (error) {
     if (error instanceof ManagementError) return failure(error.message)
+    if (isReadonlyDatabaseError(error)) return failure(new ReplicaWriteError(deps.writer.primaryHost() ?? '').message)
     deps.logger.error('mcp_tool_failed', { tool: name, error: error instanceof Error ? error.message : String(error) })
     return failure('Internal error while running the tool.')
   }
+}
+
+/** A `tools/call` of a tool that writes. */
+function writesOnCall(message: JsonRpcRequest): boolean {
+  if (message.method !== 'tools/call') return false
+  const name = (message.params as { name?: unknown } | undefined)?.name
+  return typeof name === 'string' && Object.hasOwn(mcpTools, name) && mcpTools[name]!.write
 }
 
 function dispatch(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
@@ -149,6 +158,8 @@ export async function handleMcp(deps: AppDeps, request: Request): Promise<Respon
     const id = first && (typeof first.id === 'string' || typeof first.id === 'number') ? first.id : null
     return reply(400, rpcError(id, -32600, 'Invalid Request: expected a JSON-RPC 2.0 request {jsonrpc: "2.0", id, method, params?}.'))
   }
+  // A LiteFS replica replays a POST that calls a write tool on the primary, whole (CONTRACT §10).
+  if (deps.writer.replica && (messagesIn as JsonRpcRequest[]).some((message) => writesOnCall(message))) return deps.writer.replay()!
   // Notifications (no id) get no response object; a POST of only notifications answers 202.
   const responses = (messagesIn as JsonRpcRequest[]).filter((message) => message.id !== undefined).map((message) => dispatch(deps, actor, message))
   if (responses.length === 0) return reply(202, undefined)

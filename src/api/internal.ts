@@ -1,0 +1,86 @@
+/**
+ * POST /internal/v1/logs (CONTRACT §10): the primary takes a replica's request-log rows. Only with
+ * `Authorization: Bearer $RT_CLUSTER_SECRET` (anything else, or no secret configured here: 401).
+ * The rows are written through the writer seam as rows that may be there already (by id), so a
+ * batch the replica sends again after a lost acknowledgement lands once. `{accepted: n}` answers
+ * only after the commit: the replica deletes its copy on that answer.
+ */
+import { Elysia } from 'elysia'
+import { createHash, timingSafeEqual } from 'node:crypto'
+import type { AppDeps } from './deps'
+import { bearerToken } from '../management/workspaces'
+import { readBodyWithin } from '../pipeline/read-body'
+import { internalLogsPath } from '../cluster/ship-logs'
+import type { RequestLogRow } from '../storage/repositories/request-logs'
+
+/** A batch is at most 500 rows; a captured body is at most the 10 MB inference limit. */
+const bodyLimit = 64 * 1024 * 1024
+
+function json(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } })
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text).digest()
+}
+
+/** Constant time whatever the lengths: both sides are hashed first. */
+function secretMatches(given: string | undefined, expected: string | undefined): boolean {
+  if (given === undefined || expected === undefined) return false
+  return timingSafeEqual(digest(given), digest(expected))
+}
+
+const textFields = ['keyId', 'gateway', 'providerKeyId', 'model', 'upstreamModel', 'errorCode', 'attemptPath', 'stageTimings', 'clientIp', 'requestBody', 'enrichment'] as const
+const numberFields = ['overheadMs', 'ttfbMs', 'inputTokens', 'outputTokens'] as const
+
+/** The row as the log queue built it, or why not (the index and field named). */
+function checkRow(value: unknown, index: number): RequestLogRow | string {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return `rows[${index}] must be an object`
+  const row = value as Record<string, unknown>
+  for (const name of ['id', 'workspaceId', 'endpoint'] as const) {
+    if (typeof row[name] !== 'string' || row[name] === '') return `rows[${index}].${name} must be a non-empty string`
+  }
+  for (const name of ['createdAt', 'status', 'latencyMs'] as const) {
+    if (typeof row[name] !== 'number' || !Number.isFinite(row[name])) return `rows[${index}].${name} must be a number`
+  }
+  for (const name of textFields) {
+    if (row[name] !== undefined && row[name] !== null && typeof row[name] !== 'string') return `rows[${index}].${name} must be a string or null`
+  }
+  for (const name of numberFields) {
+    if (row[name] !== undefined && row[name] !== null && (typeof row[name] !== 'number' || !Number.isFinite(row[name]))) return `rows[${index}].${name} must be a number or null`
+  }
+  if (row.stream !== undefined && typeof row.stream !== 'boolean') return `rows[${index}].stream must be a boolean`
+  if (row.attempts !== undefined && (typeof row.attempts !== 'number' || !Number.isInteger(row.attempts))) return `rows[${index}].attempts must be an integer`
+  return row as unknown as RequestLogRow
+}
+
+export async function handleInternalLogs(deps: AppDeps, request: Request): Promise<Response> {
+  if (!secretMatches(bearerToken(request.headers.get('authorization')), deps.config.clusterSecret)) {
+    return json(401, { error: 'A valid cluster secret is required (Authorization: Bearer $RT_CLUSTER_SECRET).' })
+  }
+  // A node that is a replica now (a failover the sender has not seen yet) is not where rows go.
+  const replay = deps.writer.replay()
+  if (replay) return replay
+  const bytes = await readBodyWithin(request, bodyLimit)
+  if (bytes === undefined) return json(400, { error: `Request body too large: the limit is ${bodyLimit} bytes.` })
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(bytes))
+  } catch {
+    return json(400, { error: 'Malformed JSON body.' })
+  }
+  const list = (parsed as { rows?: unknown } | null)?.rows
+  if (!Array.isArray(list)) return json(400, { error: 'rows must be an array of request-log rows.' })
+  const rows: RequestLogRow[] = []
+  for (let index = 0; index < list.length; index++) {
+    const checked = checkRow(list[index], index)
+    if (typeof checked === 'string') return json(400, { error: checked })
+    rows.push(checked)
+  }
+  const inserted = deps.writer.commit(rows, true)
+  return json(200, { accepted: rows.length, inserted })
+}
+
+export function internalRoutes(deps: AppDeps) {
+  return new Elysia({ name: 'internal' }).post(internalLogsPath, ({ request }) => handleInternalLogs(deps, request), { parse: 'none', detail: { hide: true } })
+}
