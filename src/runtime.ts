@@ -35,9 +35,19 @@ export interface Runtime extends AppDeps {
   roles: RoleWatcher
 }
 
-export function createRuntime(config: Config, options: { logger?: Logger; fetch?: typeof fetch } = {}): Runtime {
+export interface RuntimeOptions {
+  logger?: Logger
+  fetch?: typeof fetch
+  /**
+   * Opens as the primary whatever `.primary` says: the scheduler's thread, which the node starts on
+   * the primary only and stops before a demotion reopens read-only.
+   */
+  asPrimary?: boolean
+}
+
+export function createRuntime(config: Config, options: RuntimeOptions = {}): Runtime {
   const logger = options.logger ?? createLogger(config.logLevel)
-  const roles = new RoleWatcher(config.litefsDir, (error) => logger.error('role_read_failed', { error: error instanceof Error ? error.message : String(error) }))
+  const roles = new RoleWatcher(options.asPrimary ? undefined : config.litefsDir, (error) => logger.error('role_read_failed', { error: error instanceof Error ? error.message : String(error) }))
   const role = roles.current()
   // Storage first: whether a master key may be created, and whether the given one is right, is
   // decided by what the database holds (its key check value, its encrypted rows). A replica reads

@@ -222,6 +222,7 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
     ownWrite = false
     snapshot = build()
     buildCount++
+    follow()
   }
 
   /**
@@ -290,7 +291,6 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
       // read at most once a millisecond for that.
       if (snapshot === undefined || ownWrite) {
         rebuild()
-        follow()
         return snapshot!
       }
       const now = performance.now()

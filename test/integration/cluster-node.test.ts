@@ -1,0 +1,185 @@
+/**
+ * The pieces of CONTRACT §10 below the two-process test (test/e2e/litefs-two-node.test.ts): the
+ * role read from `.primary`, the spool, the primary's `/internal/v1/logs`, the snapshot following
+ * other connections' writes between requests, and a demotion while serving.
+ */
+import { describe, expect, test } from 'bun:test'
+import { Database } from 'bun:sqlite'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { readRole, RoleWatcher } from '../../src/cluster/role'
+import { LogSpool } from '../../src/cluster/spool'
+import { primaryBaseUrl } from '../../src/cluster/ship-logs'
+import { ClusterNode } from '../../src/cluster/node'
+import { setWorkspaceSettings } from '../../src/management/workspaces'
+import { createRuntime } from '../../src/runtime'
+import { loadConfig } from '../../src/config/env'
+import { silentLogger } from '../../src/observability/logger'
+import { startTestServer } from '../harness/server'
+import { createInferenceKey, storeProvider } from '../harness/api'
+import { startMockGateway } from '../harness/mock-gateway'
+
+const temp = () => mkdtempSync(join(tmpdir(), 'router-cluster-'))
+
+function logRow(id: string, workspaceId: string, keyId: string | null = null) {
+  return { id, workspaceId, keyId, createdAt: Date.now(), endpoint: 'chat', status: 200, latencyMs: 3.5, stream: false, attempts: 1, attemptPath: 'openai:ok' }
+}
+
+describe('the role (CONTRACT §10)', () => {
+  test('no RT_LITEFS_DIR or no .primary: primary; .primary: replica of the host it names; changes are heard in order', async () => {
+    const dir = temp()
+    try {
+      expect(readRole(undefined)).toEqual({ kind: 'primary' })
+      expect(readRole(dir)).toEqual({ kind: 'primary' })
+      writeFileSync(join(dir, '.primary'), 'machine-a\n')
+      expect(readRole(dir)).toEqual({ kind: 'replica', primaryHost: 'machine-a' })
+      const watcher = new RoleWatcher(dir)
+      const heard: string[] = []
+      watcher.onChange((role, previous) => void heard.push(`${previous.kind}>${role.kind}${role.kind === 'replica' ? `:${role.primaryHost}` : ''}`))
+      writeFileSync(join(dir, '.primary'), 'machine-b')
+      await watcher.check()
+      rmSync(join(dir, '.primary'))
+      await watcher.check()
+      await watcher.check()
+      expect(heard).toEqual(['replica>replica:machine-b', 'replica>primary'])
+      await watcher.stop()
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test("the primary's URL: RT_PRIMARY_URL, else its fly.io private address, else none", () => {
+    expect(primaryBaseUrl({ primaryUrl: 'http://127.0.0.1:9', flyAppName: 'app', port: 8080, primaryHost: 'h' })).toBe('http://127.0.0.1:9')
+    expect(primaryBaseUrl({ primaryUrl: undefined, flyAppName: 'router-app', port: 8080, primaryHost: '3d8d9930b3e789' })).toBe('http://3d8d9930b3e789.vm.router-app.internal:8080')
+    expect(primaryBaseUrl({ primaryUrl: undefined, flyAppName: undefined, port: 8080, primaryHost: 'h' })).toBeUndefined()
+  })
+})
+
+describe('the spool', () => {
+  test('keeps a row once by id, hands rows out oldest first, and survives a reopen until removed', () => {
+    const dir = temp()
+    try {
+      const path = join(dir, 'spool.db')
+      let spool = new LogSpool(path)
+      expect(spool.add([logRow('a', 'w'), logRow('b', 'w')])).toBe(2)
+      expect(spool.add([logRow('b', 'w'), logRow('c', 'w')])).toBe(1)
+      spool.close()
+      spool = new LogSpool(path)
+      const first = spool.take(2)!
+      expect(first.rows.map((row) => row.id)).toEqual(['a', 'b'])
+      spool.remove(first.upTo)
+      expect(spool.take(10)!.rows.map((row) => row.id)).toEqual(['c'])
+      expect(spool.count()).toBe(1)
+      spool.close()
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('POST /internal/v1/logs on the primary', () => {
+  test('401 without the cluster secret (or with none configured); rows land once by id; a bad row is 400 and writes nothing', async () => {
+    await using unconfigured = await startTestServer()
+    const refused = await fetch(`${unconfigured.rootUrl}/internal/v1/logs`, { method: 'POST', headers: { authorization: 'Bearer anything' }, body: '{"rows":[]}' })
+    expect(refused.status).toBe(401)
+
+    await using server = await startTestServer({ RT_CLUSTER_SECRET: 'the-secret' })
+    const send = (body: unknown, secret = 'the-secret') =>
+      fetch(`${server.rootUrl}/internal/v1/logs`, { method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })
+    expect((await send({ rows: [] }, 'the-secreT')).status).toBe(401)
+    const key = await createInferenceKey(server)
+    const rows = [logRow(crypto.randomUUID(), server.workspaceId, key.id), logRow(crypto.randomUUID(), server.workspaceId, key.id)]
+    const first = await send({ rows })
+    expect([first.status, await first.json()]).toEqual([200, { accepted: 2, inserted: 2 }])
+    // The same batch again (its acknowledgement lost): accepted, written once.
+    const again = await send({ rows })
+    expect([again.status, await again.json()]).toEqual([200, { accepted: 2, inserted: 0 }])
+    const count = () => server.runtime.storage.sqlite.query<{ n: number }, []>('select count(*) as n from request_logs').get()!.n
+    expect(count()).toBe(2)
+    // The key's last use is stamped from the shipped rows.
+    const stamped = server.runtime.storage.sqlite.query<{ last_used_at: string | null }, [string]>('select last_used_at from inference_keys where id = ?').get(key.id)!
+    expect(stamped.last_used_at).not.toBeNull()
+    for (const [body, message] of [
+      [{}, 'rows must be an array of request-log rows.'],
+      [{ rows: [logRow('x', server.workspaceId), { ...logRow('y', server.workspaceId), status: '200' }] }, 'rows[1].status must be a number'],
+      [{ rows: [{ ...logRow('z', server.workspaceId), id: '' }] }, 'rows[0].id must be a non-empty string'],
+      [{ rows: [{ ...logRow('z', server.workspaceId), model: 5 }] }, 'rows[0].model must be a string or null'],
+    ] as const) {
+      const response = await send(body)
+      expect([response.status, await response.json()]).toEqual([400, { error: message }])
+    }
+    expect(count()).toBe(2)
+  })
+})
+
+describe('the snapshot follows the database between requests', () => {
+  test("another connection's configuration write is rebuilt without a request; a log write is not", async () => {
+    await using server = await startTestServer()
+    const key = await createInferenceKey(server)
+    expect(key.id).toBeString()
+    server.runtime.snapshots.current()
+    const builds = server.runtime.snapshots.builds()
+    const other = new Database(server.runtime.config.dbPath)
+    other.run("insert into request_logs (id, workspace_id, created_at, endpoint, status, latency_ms) values ('r1', ?, 1, 'chat', 200, 1)", [server.workspaceId])
+    await Bun.sleep(150)
+    expect(server.runtime.snapshots.builds()).toBe(builds)
+    other.close()
+    const second = createRuntime(loadConfig(server.env), { logger: silentLogger })
+    try {
+      setWorkspaceSettings(second, server.workspaceId, { suspended: true })
+    } finally {
+      second.storage.close()
+    }
+    // No request in between: the watch (or the poll behind it) rebuilt it.
+    const deadline = Date.now() + 2000
+    while (server.runtime.snapshots.builds() === builds && Date.now() < deadline) await Bun.sleep(10)
+    expect(server.runtime.snapshots.builds()).toBe(builds + 1)
+    expect(server.runtime.snapshots.current().workspaces.get(server.workspaceId)!.suspended).toBe(true)
+    expect(server.runtime.snapshots.requestPathBuilds()).toBe(0)
+  })
+})
+
+describe('a demotion while serving', () => {
+  test('the primary becomes a replica: writes get 409 + fly-replay, rows go to the spool, inference goes on', async () => {
+    await using mock = await startMockGateway()
+    const litefs = temp()
+    try {
+      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '', RT_GATEWAY_URL_OPENAI: mock.url })
+      const node = new ClusterNode(server.runtime, { roleIntervalMs: 20, shipIntervalMs: 20 })
+      await node.start()
+      try {
+        const provider = await storeProvider(server, { gateway: 'openai', key: 'sk-up' })
+        const key = await createInferenceKey(server, { routing: { targets: [{ provider_key_id: provider.id }] } })
+        writeFileSync(join(litefs, '.primary'), 'other-machine')
+        await server.runtime.roles.check()
+        expect(server.runtime.writer.replica).toBe(true)
+        expect(server.runtime.storage.readonly).toBe(true)
+        const write = await server.api('/api/v1/keys', { method: 'POST', json: {} })
+        expect(write.status).toBe(409)
+        expect(write.headers.get('fly-replay')).toBe('instance=other-machine')
+        const chat = await fetch(`${server.baseUrl}/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+        })
+        expect(chat.status).toBe(200)
+        const id = chat.headers.get('x-router-request-id')!
+        server.runtime.logQueue.flush()
+        const spooled = server.runtime.writer.spool().take(100)!.rows.map((row) => row.id)
+        expect(spooled).toContain(id)
+        // Promoted again: the spooled row is written here.
+        rmSync(join(litefs, '.primary'))
+        await server.runtime.roles.check()
+        expect(server.runtime.storage.readonly).toBe(false)
+        const row = server.runtime.storage.sqlite.query<{ n: number }, [string]>('select count(*) as n from request_logs where id = ?').get(id)!
+        expect(row.n).toBe(1)
+        expect((await server.api('/api/v1/keys', { method: 'POST', json: {} })).status).toBe(201)
+      } finally {
+        await node.stop()
+      }
+    } finally {
+      rmSync(litefs, { recursive: true, force: true })
+    }
+  })
+})
