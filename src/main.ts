@@ -160,7 +160,9 @@ async function main(args: readonly string[]) {
   process.on('SIGTERM', () => void shutdown('SIGTERM'))
   process.on('SIGINT', () => void shutdown('SIGINT'))
 
-  const url = `${tls ? 'https' : 'http'}://${server.hostname}:${server.port}`
+  // An IPv6 address is written in brackets in a URL (`HOST=::` on fly.io).
+  const host = server.hostname?.includes(':') ? `[${server.hostname}]` : server.hostname
+  const url = `${tls ? 'https' : 'http'}://${host}:${server.port}`
   // The ready line of CONTRACT §2, a log line like the others but written whatever RT_LOG_LEVEL says.
   const listening = { time: new Date().toISOString(), level: 'info', event: 'listening', message: `listening on ${url} (role ${config.role})`, url, role: config.role }
   process.stdout.write(JSON.stringify(listening) + '\n')
