@@ -49,7 +49,7 @@ describe('fly.toml', () => {
 
 describe('litefs.yml', () => {
   test('mounts where the service reads, keeps its data on the volume apart from the service, and leases through Consul', () => {
-    expect(expand(litefs.fuse.dir)).toBe(loadConfig(fly.env).litefsDir)
+    expect(expand(litefs.fuse.dir)).toBe(loadConfig(fly.env).litefsDir as string)
     const dataDir = litefs.data.dir as string
     expect(inside(dataDir, fly.mounts.destination)).toBe(true)
     expect(inside(dataDir, loadConfig(fly.env).dataDir)).toBe(false)
