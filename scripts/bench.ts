@@ -468,7 +468,7 @@ function renderTable(results: any): string {
 if (process.argv.includes('--scale')) {
   const { runScale, scaleTable } = await import('../bench/scale')
   const capIndex = process.argv.indexOf('--scale-rows')
-  process.stdout.write(scaleTable(runScale(capIndex === -1 ? undefined : Number(process.argv[capIndex + 1]))) + '\n')
+  process.stdout.write(scaleTable(await runScale(capIndex === -1 ? undefined : Number(process.argv[capIndex + 1]))) + '\n')
 } else if (process.argv.includes('--stages')) {
   const { runStages, stagesTable } = await import('../bench/stages')
   process.stdout.write(stagesTable(await runStages()) + '\n')

@@ -13,6 +13,7 @@ import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log-requ
 import { RoleWatcher } from './cluster/role'
 import { Writer } from './cluster/writer'
 import { spoolPath } from './cluster/spool'
+import { createUsageReader } from './storage/usage-reader'
 
 export interface Runtime extends AppDeps {
   config: Config
@@ -86,6 +87,7 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
     logQueue: createRequestLogQueue(writer, metrics, logger),
     writer,
     roles,
+    usage: createUsageReader(config.dbPath, () => repositories.requestLogs),
     fetch: options.fetch ?? fetch,
     random: Math.random,
     sign: createIdSigner(key),

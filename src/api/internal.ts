@@ -43,6 +43,8 @@ function checkRow(value: unknown, index: number): RequestLogRow | string {
   for (const name of ['createdAt', 'status', 'latencyMs'] as const) {
     if (typeof row[name] !== 'number' || !Number.isFinite(row[name])) return `rows[${index}].${name} must be a number`
   }
+  // Unix milliseconds a date can hold (the last-used stamp is written as one).
+  if (!Number.isInteger(row.createdAt) || (row.createdAt as number) < 0 || (row.createdAt as number) > 8.64e15) return `rows[${index}].createdAt must be Unix milliseconds`
   for (const name of textFields) {
     if (row[name] !== undefined && row[name] !== null && typeof row[name] !== 'string') return `rows[${index}].${name} must be a string or null`
   }

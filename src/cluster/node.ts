@@ -15,6 +15,12 @@ import { startScheduler, type SchedulerOptions } from '../scheduler/scheduler'
 import type { NodeRole } from './role'
 import { LogShipper, primaryBaseUrl } from './ship-logs'
 import { databaseLogSink } from './writer'
+import { spooledRows, spoolPath } from './spool'
+
+/** A node that was a replica in this process, or left a spool file from before, has rows to take. */
+function spoolExists(runtime: Runtime): boolean {
+  return runtime.writer.hasSpool() || existsSync(spoolPath(runtime.config.dataDir))
+}
 
 export interface NodeOptions {
   scheduler?: SchedulerOptions
@@ -45,7 +51,14 @@ export class ClusterNode {
   async start(): Promise<void> {
     const { runtime } = this
     if (runtime.writer.replica) this.startShipping()
-    else await this.startPrimaryDuties()
+    else {
+      // A former replica started again as the primary: what it had spooled is written here.
+      if (spoolExists(runtime)) {
+        const moved = this.takeSpool()
+        if (moved > 0) runtime.logger.warn('spool_written', { rows: moved, message: 'Request-log rows this node had spooled as a replica are written here, as the primary.' })
+      }
+      await this.startPrimaryDuties()
+    }
     runtime.roles.onChange((role, previous) => this.change(role, previous))
     runtime.roles.start(this.options.roleIntervalMs)
   }
@@ -82,7 +95,7 @@ export class ClusterNode {
     }
     this.reopen(false)
     runtime.writer.follow({ kind: 'primary' })
-    const moved = this.takeSpool()
+    const moved = spoolExists(this.runtime) ? this.takeSpool() : 0
     await this.startPrimaryDuties()
     runtime.logger.warn('promoted', { spooled_rows_written: moved, message: 'This node is the primary now: it writes the database and runs the scheduled jobs.' })
   }
@@ -100,14 +113,13 @@ export class ClusterNode {
   /** Rows a former replica still held for the primary: it is the primary now, so they are written here. */
   private takeSpool(): number {
     const { writer, metrics } = this.runtime
-    if (!writer.hasSpool()) return 0
     const spool = writer.spool()
     const sink = databaseLogSink(this.runtime.repositories, metrics)
     let moved = 0
     for (let batch = spool.take(500); batch; batch = spool.take(500)) {
-      sink.commit(batch.rows, true)
+      sink.commit(spooledRows(batch), true)
       spool.remove(batch.upTo)
-      moved += batch.rows.length
+      moved += batch.texts.length
     }
     return moved
   }
@@ -141,11 +153,23 @@ export class ClusterNode {
     this.stopJobs = startScheduler(runtime, this.options.scheduler)
   }
 
+  /** Never throws: a demotion must finish whatever the jobs or the checkpointer say on the way out. */
   private async stopPrimaryDuties(): Promise<void> {
-    await this.stopJobs?.()
+    const { logger } = this.runtime
+    const stopJobs = this.stopJobs
+    const checkpoints = this.checkpoints
     this.stopJobs = undefined
-    await this.checkpoints?.stop()
     this.checkpoints = undefined
+    try {
+      await stopJobs?.()
+    } catch (error) {
+      logger.error('scheduler_stop_failed', { error: error instanceof Error ? error.message : String(error) })
+    }
+    try {
+      await checkpoints?.stop()
+    } catch (error) {
+      logger.error('wal_checkpoint_stop_failed', { error: error instanceof Error ? error.message : String(error) })
+    }
   }
 
   /**

@@ -4,22 +4,29 @@
  * is alone, hence the primary. The file is polled, not watched: inotify does not see changes LiteFS
  * makes inside its own FUSE mount, and one stat a quarter second costs nothing.
  */
-import { readFileSync } from 'node:fs'
+import { readFileSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 
+/** `primaryHost` is empty while a replica does not know its primary (LiteFS between two leases). */
 export type NodeRole = { kind: 'primary' } | { kind: 'replica'; primaryHost: string }
 
 const primaryRole: NodeRole = Object.freeze({ kind: 'primary' })
 
-/** Reads the role now: `.primary` present means replica, its first line naming the primary. */
+/**
+ * Reads the role now: `.primary` present means replica, its first line naming the primary. Its
+ * absence alone does not make a primary: LiteFS removes the file on a replica that has lost its
+ * stream from the primary (a primary restarting, a partition). The mount's root tells them apart:
+ * LiteFS shows it writable (0777) on the primary and read-only (0555) on a replica; such a replica
+ * is one whose primary is unknown for now (`primaryHost` empty).
+ */
 export function readRole(litefsDir: string | undefined): NodeRole {
   if (!litefsDir) return primaryRole
   let text: string
   try {
     text = readFileSync(join(litefsDir, '.primary'), 'utf8')
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return primaryRole
-    throw error
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+    return (statSync(litefsDir).mode & 0o222) !== 0 ? primaryRole : { kind: 'replica', primaryHost: '' }
   }
   // LiteFS writes the hostname alone; an empty file (caught mid-write) still means a replica.
   return { kind: 'replica', primaryHost: text.split('\n')[0]!.trim() }

@@ -16,7 +16,13 @@ export function spoolPath(dataDir: string): string {
 export interface SpooledBatch {
   /** The spool's sequence number of the last row taken: `remove(upTo)` drops the batch. */
   upTo: number
-  rows: RequestLogRow[]
+  /** Each row as the JSON text it was spooled as (the shipper sends them as they are). */
+  texts: string[]
+}
+
+/** The rows of a batch. */
+export function spooledRows(batch: SpooledBatch): RequestLogRow[] {
+  return batch.texts.map((text) => JSON.parse(text) as RequestLogRow)
 }
 
 export class LogSpool {
@@ -57,11 +63,23 @@ export class LogSpool {
     return rows.length === 0 ? 0 : this.addMany(rows)
   }
 
-  /** The oldest rows, up to `limit`, or undefined when the spool is empty. */
-  take(limit: number): SpooledBatch | undefined {
+  /**
+   * The oldest rows, up to `limit` rows and about `maxBytes` of JSON (never less than one row), or
+   * undefined when the spool is empty.
+   */
+  take(limit: number, maxBytes = Number.POSITIVE_INFINITY): SpooledBatch | undefined {
     const found = this.takeQuery.all(limit)
     if (found.length === 0) return undefined
-    return { upTo: found[found.length - 1]!.seq, rows: found.map((entry) => JSON.parse(entry.row) as RequestLogRow) }
+    const texts: string[] = []
+    let bytes = 0
+    let upTo = 0
+    for (const entry of found) {
+      if (texts.length > 0 && bytes + entry.row.length > maxBytes) break
+      texts.push(entry.row)
+      bytes += entry.row.length
+      upTo = entry.seq
+    }
+    return { upTo, texts }
   }
 
   /** Drops the rows of an acknowledged batch. */

@@ -106,10 +106,19 @@ export class Writer implements LogSink {
     return this.current.kind === 'replica' ? this.current.primaryHost : undefined
   }
 
-  /** The answer to a write request on a replica (CONTRACT §10); undefined on the primary. */
+  /**
+   * The answer to a write request on a replica (CONTRACT §10); undefined on the primary. While the
+   * primary is unknown (a failover under way) there is nowhere to replay to: 503, retry shortly.
+   */
   replay(): Response | undefined {
     const primary = this.primaryHost()
     if (primary === undefined) return undefined
+    if (primary === '') {
+      return new Response(JSON.stringify({ error: 'no primary at the moment (a failover is under way): retry shortly' }), {
+        status: 503,
+        headers: { 'content-type': 'application/json', 'retry-after': '2' },
+      })
+    }
     this.metrics.writesReplayed++
     return new Response(JSON.stringify({ error: replayMessage }), {
       status: 409,

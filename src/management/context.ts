@@ -2,6 +2,7 @@
 import type { Config } from '../config/env'
 import type { SecretBox } from '../storage/crypto'
 import type { Repositories } from '../storage/repositories'
+import type { UsageReader } from '../storage/usage-reader'
 import { ManagementError, messages } from './errors'
 
 export interface ManagementDeps {
@@ -9,6 +10,8 @@ export interface ManagementDeps {
   config: Config
   secretBox: SecretBox
   now: () => Date
+  /** The usage queries, answered off the serving thread (storage/usage-reader.ts). */
+  usage: UsageReader
 }
 
 /** The authenticated management caller: one workspace, possibly read-only. */

@@ -1,4 +1,4 @@
-/** Usage summary, series and breakdown from the request log (SPEC "Usage records", "Usage filters"). */
+/** Usage summary, series and breakdown from the request log (SPEC "Usage records", "Usage filters"), queried off the serving thread. */
 import { uuidPattern, type Actor, type ManagementDeps } from './context'
 import { badRequest, messages, notFound } from './errors'
 import type { UsageFilter } from '../storage/repositories/request-logs'
@@ -44,9 +44,9 @@ function buildFilter(deps: ManagementDeps, actor: Actor, query: UsageQueryInput)
 
 const round = (value: number | null) => (value === null ? null : Math.round(value * 100) / 100)
 
-export function usageSummary(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
+export async function usageSummary(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
   const { filter } = buildFilter(deps, actor, query)
-  const row = deps.repositories.requestLogs.summary(filter)
+  const row = await deps.usage.summary(filter)
   const requests = row.requests
   const errors = Number(row.errors)
   return {
@@ -59,10 +59,10 @@ export function usageSummary(deps: ManagementDeps, actor: Actor, query: UsageQue
   }
 }
 
-export function usageSeries(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
+export async function usageSeries(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
   const { filter, range } = buildFilter(deps, actor, query)
   const plan = bucketPlan(range, deps.now().getTime())
-  const rows = new Map(deps.repositories.requestLogs.series(filter, plan.size).map((row) => [Number(row.bucket), row]))
+  const rows = new Map((await deps.usage.series(filter, plan.size)).map((row) => [Number(row.bucket), row]))
   return Array.from({ length: plan.count }, (_, index) => {
     const start = plan.first + index * plan.size
     const row = rows.get(start)
@@ -76,8 +76,8 @@ export function usageSeries(deps: ManagementDeps, actor: Actor, query: UsageQuer
   })
 }
 
-export function usageBreakdown(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
+export async function usageBreakdown(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
   if (query.by !== 'model' && query.by !== 'gateway') throw badRequest("Invalid by: expected 'model' or 'gateway'.")
   const { filter } = buildFilter(deps, actor, query)
-  return deps.repositories.requestLogs.breakdown(filter, query.by, 12).map((row) => ({ name: row.name, requests: row.requests }))
+  return (await deps.usage.breakdown(filter, query.by, 12)).map((row) => ({ name: row.name, requests: row.requests }))
 }

@@ -102,6 +102,7 @@ export class Metrics {
   logRowsSpooled = 0
   logRowsShipped = 0
   logShipFailures = 0
+  logRowsRejected = 0
   spoolDepth: () => number = () => 0
 
   countRequest(endpoint: string, status: number) {
@@ -164,6 +165,7 @@ export class Metrics {
     lines.push('# HELP router_log_rows_spooled_total Request-log rows a replica put in its spool.', '# TYPE router_log_rows_spooled_total counter', `router_log_rows_spooled_total ${this.logRowsSpooled}`)
     lines.push('# HELP router_log_rows_shipped_total Spooled rows the primary acknowledged.', '# TYPE router_log_rows_shipped_total counter', `router_log_rows_shipped_total ${this.logRowsShipped}`)
     lines.push('# HELP router_log_ship_failures_total Batches the primary did not acknowledge (kept and sent again).', '# TYPE router_log_ship_failures_total counter', `router_log_ship_failures_total ${this.logShipFailures}`)
+    lines.push('# HELP router_log_rows_rejected_total Spooled rows the primary refused as malformed, set aside and logged.', '# TYPE router_log_rows_rejected_total counter', `router_log_rows_rejected_total ${this.logRowsRejected}`)
     lines.push('# HELP router_log_spool_rows Rows in the spool waiting for the primary.', '# TYPE router_log_spool_rows gauge', `router_log_spool_rows ${this.spoolDepth()}`)
     const memory = process.memoryUsage()
     lines.push('# HELP process_resident_memory_bytes Resident memory size in bytes.', '# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`)

@@ -2,8 +2,8 @@
  * Starts the scheduled jobs (schedules.ts: catalog crawl daily, budgets every 4 hours, batch refresh
  * and webhook deliveries every 5 minutes) on a worker thread, off the request path. Each run is
  * taken under its lease row, so several processes on one database (roles side by side, a CLI
- * `jobs run`) run each job once. CONTRACT §10 keeps jobs on the primary; with no replica mode yet,
- * every server process starts it, whatever its role.
+ * `jobs run`) run each job once. CONTRACT §10 keeps jobs on the primary: the node (cluster/node.ts)
+ * starts it on the primary only.
  */
 import { workerEntry } from '../worker-entry'
 import type { Runtime } from '../runtime'
@@ -48,7 +48,13 @@ export function startScheduler(runtime: Runtime, options: SchedulerOptions = {})
       clearTimeout(timeout)
       worker.terminate()
       // The worker freed its leases; this covers one that could not. Its runs ended with the thread.
-      runtime.repositories.jobLeases.abandon(holder)
+      // On a node LiteFS has just demoted the database refuses the write: the lease then ends by
+      // its own time, and the new primary takes it.
+      try {
+        runtime.repositories.jobLeases.abandon(holder)
+      } catch (error) {
+        runtime.logger.warn('job_lease_release_failed', { holder, error: error instanceof Error ? error.message : String(error) })
+      }
     })()
     return stopped
   }

@@ -213,14 +213,19 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
   /** This process wrote configuration: the next read must see it (read-your-writes). */
   let ownWrite = false
   let refreshScheduled = false
+  let lastFailure: string | undefined
+  let retryAt = 0
   let watcher: FSWatcher | undefined
   let poll: ReturnType<typeof setInterval> | undefined
 
   const rebuild = () => {
-    seenVersion = deps.storage.dataVersion()
-    seenConfigVersion = deps.storage.configVersion()
-    ownWrite = false
+    const version = deps.storage.dataVersion()
+    const configVersion = deps.storage.configVersion()
     snapshot = build()
+    // Only once built: a build that failed leaves the change to be rebuilt again.
+    seenVersion = version
+    seenConfigVersion = configVersion
+    ownWrite = false
     buildCount++
     follow()
   }
@@ -230,27 +235,32 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
    * a replica): rebuild if it was a configuration write. Request-log flushes change data_version too;
    * they cost these two small reads and no rebuild.
    */
-  const refresh = () => {
+  const refresh = (retry = false) => {
     refreshScheduled = false
+    // After a failed build, tried again by its timer, not by every poll or request meanwhile.
+    if (!retry && performance.now() < retryAt) return
     try {
       if (ownWrite || snapshot === undefined) return rebuild()
       const version = deps.storage.dataVersion()
       if (version === seenVersion) return
-      seenVersion = version
-      const configVersion = deps.storage.configVersion()
-      if (configVersion !== seenConfigVersion) rebuild()
+      if (deps.storage.configVersion() !== seenConfigVersion) rebuild()
+      else seenVersion = version
     } catch (error) {
-      // The old snapshot keeps serving. Following stops (a closed database would fail every poll);
-      // the next read builds anew and follows again.
-      stopFollowing()
-      ownWrite = true
-      deps.logger.error('snapshot_rebuild_failed', { error: error instanceof Error ? error.message : String(error) })
+      // The old snapshot keeps serving (a replica on a database its primary has not migrated yet
+      // answers from it). Logged once per distinct failure, not once per try.
+      const message = error instanceof Error ? error.message : String(error)
+      if (message !== lastFailure) deps.logger.error('snapshot_rebuild_failed', { error: message })
+      lastFailure = message
+      retryAt = performance.now() + 1000
+      setTimeout(() => refresh(true), 1000).unref?.()
+      return
     }
+    lastFailure = undefined
   }
   const scheduleRefresh = () => {
     if (refreshScheduled) return
     refreshScheduled = true
-    setImmediate(refresh)
+    setImmediate(() => refresh())
   }
 
   function stopFollowing() {

@@ -9,8 +9,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { readRole, RoleWatcher } from '../../src/cluster/role'
-import { LogSpool } from '../../src/cluster/spool'
-import { primaryBaseUrl } from '../../src/cluster/ship-logs'
+import { LogSpool, spooledRows } from '../../src/cluster/spool'
+import { LogShipper, primaryBaseUrl } from '../../src/cluster/ship-logs'
+import { Writer } from '../../src/cluster/writer'
+import { Metrics } from '../../src/observability/metrics'
+import { chmodSync } from 'node:fs'
 import { ClusterNode } from '../../src/cluster/node'
 import { setWorkspaceSettings } from '../../src/management/workspaces'
 import { createRuntime } from '../../src/runtime'
@@ -49,6 +52,26 @@ describe('the role (CONTRACT §10)', () => {
     }
   })
 
+  test('no .primary on a read-only mount root (LiteFS on a replica that lost its primary): a replica whose primary is unknown; writes get 503', () => {
+    const dir = temp()
+    try {
+      chmodSync(dir, 0o555)
+      const role = readRole(dir)
+      expect(role).toEqual({ kind: 'replica', primaryHost: '' })
+      const metrics = new Metrics()
+      const writer = new Writer(role, {} as never, metrics, join(dir, 'spool.db'))
+      const answer = writer.replay()!
+      expect(answer.status).toBe(503)
+      expect(answer.headers.get('retry-after')).toBe('2')
+      expect(answer.headers.get('fly-replay')).toBeNull()
+      chmodSync(dir, 0o755)
+      expect(readRole(dir)).toEqual({ kind: 'primary' })
+    } finally {
+      chmodSync(dir, 0o755)
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
   test("the primary's URL: RT_PRIMARY_URL, else its fly.io private address, else none", () => {
     expect(primaryBaseUrl({ primaryUrl: 'http://127.0.0.1:9', flyAppName: 'app', port: 8080, primaryHost: 'h' })).toBe('http://127.0.0.1:9')
     expect(primaryBaseUrl({ primaryUrl: undefined, flyAppName: 'router-app', port: 8080, primaryHost: '3d8d9930b3e789' })).toBe('http://3d8d9930b3e789.vm.router-app.internal:8080')
@@ -67,12 +90,50 @@ describe('the spool', () => {
       spool.close()
       spool = new LogSpool(path)
       const first = spool.take(2)!
-      expect(first.rows.map((row) => row.id)).toEqual(['a', 'b'])
+      expect(spooledRows(first).map((row) => row.id)).toEqual(['a', 'b'])
+      // A byte cap cuts the batch, never below one row.
+      expect(spool.take(10, 1)!.texts).toHaveLength(1)
       spool.remove(first.upTo)
-      expect(spool.take(10)!.rows.map((row) => row.id)).toEqual(['c'])
+      expect(spooledRows(spool.take(10)!).map((row) => row.id)).toEqual(['c'])
       expect(spool.count()).toBe(1)
       spool.close()
     } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('the shipper', () => {
+  test('a row the primary refuses is found by halving, set aside and counted; every other row is shipped once', async () => {
+    const dir = temp()
+    const received: string[] = []
+    const primary = Bun.serve({
+      port: 0,
+      hostname: '127.0.0.1',
+      async fetch(request) {
+        const rows = ((await request.json()) as { rows: { id: string }[] }).rows
+        if (rows.some((row) => row.id === 'bad')) return Response.json({ error: 'rows[0].status must be a number' }, { status: 400 })
+        received.push(...rows.map((row) => row.id))
+        return Response.json({ accepted: rows.length, inserted: rows.length })
+      },
+    })
+    try {
+      const spool = new LogSpool(join(dir, 'spool.db'))
+      const ids = Array.from({ length: 40 }, (_, index) => (index === 23 ? 'bad' : `row-${index}`))
+      spool.add(ids.map((id) => logRow(id, 'w')))
+      const metrics = new Metrics()
+      const logged: string[] = []
+      const logger = { ...silentLogger, error: (event: string) => void logged.push(event), warn: () => {}, info: () => {} }
+      const shipper = new LogShipper({ spool, primaryUrl: () => `http://127.0.0.1:${primary.port}`, secret: 's', fetch, logger: logger as never, metrics, batchSize: 16 })
+      await shipper.ship()
+      expect(received.sort()).toEqual(ids.filter((id) => id !== 'bad').sort())
+      expect(spool.count()).toBe(0)
+      expect(metrics.logRowsRejected).toBe(1)
+      expect(metrics.logRowsShipped).toBe(39)
+      expect(logged).toEqual(['log_row_rejected'])
+      spool.close()
+    } finally {
+      primary.stop(true)
       rmSync(dir, { recursive: true, force: true })
     }
   })
@@ -105,6 +166,7 @@ describe('POST /internal/v1/logs on the primary', () => {
       [{ rows: [logRow('x', server.workspaceId), { ...logRow('y', server.workspaceId), status: '200' }] }, 'rows[1].status must be a number'],
       [{ rows: [{ ...logRow('z', server.workspaceId), id: '' }] }, 'rows[0].id must be a non-empty string'],
       [{ rows: [{ ...logRow('z', server.workspaceId), model: 5 }] }, 'rows[0].model must be a string or null'],
+      [{ rows: [{ ...logRow('z', server.workspaceId), createdAt: 1e300 }] }, 'rows[0].createdAt must be Unix milliseconds'],
     ] as const) {
       const response = await send(body)
       expect([response.status, await response.json()]).toEqual([400, { error: message }])
@@ -166,7 +228,7 @@ describe('a demotion while serving', () => {
         expect(chat.status).toBe(200)
         const id = chat.headers.get('x-router-request-id')!
         server.runtime.logQueue.flush()
-        const spooled = server.runtime.writer.spool().take(100)!.rows.map((row) => row.id)
+        const spooled = spooledRows(server.runtime.writer.spool().take(100)!).map((row) => row.id)
         expect(spooled).toContain(id)
         // Promoted again: the spooled row is written here.
         rmSync(join(litefs, '.primary'))

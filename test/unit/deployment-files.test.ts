@@ -27,6 +27,8 @@ describe('fly.toml', () => {
     expect(typeof fly.app).toBe('string')
     expect(typeof fly.primary_region).toBe('string')
     expect(fly.build.dockerfile).toBe('Dockerfile')
+    // Longer than the service's 30 s drain on SIGTERM.
+    expect(fly.kill_timeout).toBe('35s')
     expect(fly.http_service.internal_port).toBe(loadConfig(fly.env).port)
     expect(fly.http_service.checks).toEqual([expect.objectContaining({ method: 'GET', path: '/healthz' })])
     // Replicas serve their region: never stopped for idleness.

@@ -216,17 +216,17 @@ export function adminRoutes(deps: AppDeps) {
         ...keyRevoked,
       },
     })
-    .get('/usage/summary', ({ actor, request }) => data(usageSummary(deps, actor, usageQuery(request))), {
+    .get('/usage/summary', async ({ actor, request }) => data(await usageSummary(deps, actor, usageQuery(request))), {
       query: UsageQuery,
       detail: { tags: ['usage'], summary: 'Usage totals' },
       response: { 200: envelope(UsageSummaryOutput, 'Totals over the range.'), ...usageErrors },
     })
-    .get('/usage/series', ({ actor, request }) => data(usageSeries(deps, actor, usageQuery(request))), {
+    .get('/usage/series', async ({ actor, request }) => data(await usageSeries(deps, actor, usageQuery(request))), {
       query: UsageQuery,
       detail: { tags: ['usage'], summary: 'Usage in time buckets: hourly for 24h, daily otherwise' },
       response: { 200: envelope(Type.Array(UsageSeriesItemOutput), 'One item per bucket, oldest first, empty buckets included.'), ...usageErrors },
     })
-    .get('/usage/breakdown', ({ actor, request }) => data(usageBreakdown(deps, actor, usageQuery(request))), {
+    .get('/usage/breakdown', async ({ actor, request }) => data(await usageBreakdown(deps, actor, usageQuery(request))), {
       query: UsageQuery,
       detail: { tags: ['usage'], summary: 'Top 12 models or gateways by requests' },
       response: { 200: envelope(Type.Array(UsageBreakdownItemOutput), 'Up to 12 names, most requests first.'), ...usageErrors },

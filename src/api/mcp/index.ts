@@ -66,7 +66,7 @@ function isRequest(value: unknown): value is JsonRpcRequest {
   return true
 }
 
-function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
+async function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
   const id = request.id ?? null
   const params = (request.params ?? {}) as Record<string, unknown>
   const name = params.name
@@ -78,7 +78,8 @@ function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) return failure('Invalid arguments: expected an object.')
   if (tool.write && actor.readOnly) return failure(messages.readOnly)
   try {
-    const result = tool.run(deps, actor, input as Record<string, unknown>)
+    // Usage tools answer from the usage thread: awaited, so their errors land here too.
+    const result = await tool.run(deps, actor, input as Record<string, unknown>)
     return { jsonrpc: '2.0' as const, id, result: { content: [{ type: 'text', text: JSON.stringify(result) }] } }
   } catch (error) {
     if (error instanceof ManagementError) return failure(error.message)
@@ -161,7 +162,7 @@ export async function handleMcp(deps: AppDeps, request: Request): Promise<Respon
   // A LiteFS replica replays a POST that calls a write tool on the primary, whole (CONTRACT §10).
   if (deps.writer.replica && (messagesIn as JsonRpcRequest[]).some((message) => writesOnCall(message))) return deps.writer.replay()!
   // Notifications (no id) get no response object; a POST of only notifications answers 202.
-  const responses = (messagesIn as JsonRpcRequest[]).filter((message) => message.id !== undefined).map((message) => dispatch(deps, actor, message))
+  const responses = await Promise.all((messagesIn as JsonRpcRequest[]).filter((message) => message.id !== undefined).map((message) => dispatch(deps, actor, message)))
   if (responses.length === 0) return reply(202, undefined)
   return reply(200, batch ? responses : responses[0])
 }
