@@ -11,12 +11,10 @@ import { internalError } from './pipeline'
 import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
 import { internalRoutes } from './api/internal'
+import { jsonResponse as json } from './api/json-response'
 import { isReadonlyDatabaseError } from './cluster/writer'
 
 
-function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } })
-}
 
 function notFoundResponse(path: string): Response {
   if (path.startsWith('/v1/') || path === '/v1') {

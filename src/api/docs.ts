@@ -6,6 +6,7 @@ import bundleFile from 'swagger-ui-dist/swagger-ui-bundle.js' with { type: 'file
 import cssFile from 'swagger-ui-dist/swagger-ui.css' with { type: 'file' }
 import iconFile from 'swagger-ui-dist/favicon-32x32.png' with { type: 'file' }
 import { decisionsPath } from './decisions-document'
+import { jsonResponse } from './json-response'
 
 const documentPath = '/api/v1/openapi.json'
 const docsPath = '/api/v1/docs'
@@ -42,7 +43,7 @@ window.ui = SwaggerUIBundle({ url: root.dataset.documentUrl, domNode: root, deep
 const pageSecurityPolicy = "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'"
 
 function notFound(): Response {
-  return new Response(JSON.stringify({ error: 'Not found.' }), { status: 404, headers: { 'content-type': 'application/json' } })
+  return jsonResponse(404, { error: 'Not found.' })
 }
 
 /** OpenAPI 3.0 writes "above n" as `minimum: n, exclusiveMinimum: true`; JSON Schema, which TypeBox validates with, as `exclusiveMinimum: n`. */

@@ -1,6 +1,7 @@
 /** GET /healthz (no auth) and GET /metrics (Prometheus text), on every role. */
 import { Elysia } from 'elysia'
 import type { AppDeps } from './deps'
+import { jsonResponse } from './json-response'
 
 export function healthRoutes(deps: AppDeps) {
   return new Elysia({ name: 'health' })
@@ -11,7 +12,7 @@ export function healthRoutes(deps: AppDeps) {
           deps.storage.dataVersion()
           return { ok: true }
         } catch {
-          return new Response(JSON.stringify({ ok: false }), { status: 503, headers: { 'content-type': 'application/json' } })
+          return jsonResponse(503, { ok: false })
         }
       },
       { detail: { hide: true } },

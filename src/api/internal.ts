@@ -6,9 +6,10 @@
  * only after the commit: the replica deletes its copy on that answer.
  */
 import { Elysia } from 'elysia'
-import { createHash, timingSafeEqual } from 'node:crypto'
 import type { AppDeps } from './deps'
 import { bearerToken } from '../management/workspaces'
+import { hashesEqual, hashSecret } from '../storage/crypto'
+import { jsonResponse as json } from './json-response'
 import { readBodyWithin } from '../pipeline/read-body'
 import { internalLogsPath } from '../cluster/ship-logs'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
@@ -16,18 +17,10 @@ import type { RequestLogRow } from '../storage/repositories/request-logs'
 /** A batch is at most 500 rows; a captured body is at most the 10 MB inference limit. */
 const bodyLimit = 64 * 1024 * 1024
 
-function json(status: number, body: unknown): Response {
-  return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } })
-}
-
-function digest(text: string): Buffer {
-  return createHash('sha256').update(text).digest()
-}
-
-/** Constant time whatever the lengths: both sides are hashed first. */
+/** Constant time whatever the lengths: both sides are hashed first, as management keys are. */
 function secretMatches(given: string | undefined, expected: string | undefined): boolean {
   if (given === undefined || expected === undefined) return false
-  return timingSafeEqual(digest(given), digest(expected))
+  return hashesEqual(hashSecret(given), hashSecret(expected))
 }
 
 const textFields = ['keyId', 'gateway', 'providerKeyId', 'model', 'upstreamModel', 'errorCode', 'attemptPath', 'stageTimings', 'clientIp', 'requestBody', 'enrichment'] as const

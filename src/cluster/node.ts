@@ -17,10 +17,6 @@ import { LogShipper, primaryBaseUrl } from './ship-logs'
 import { databaseLogSink } from './writer'
 import { spooledRows, spoolPath } from './spool'
 
-/** A node that was a replica in this process, or left a spool file from before, has rows to take. */
-function spoolExists(runtime: Runtime): boolean {
-  return runtime.writer.hasSpool() || existsSync(spoolPath(runtime.config.dataDir))
-}
 
 export interface NodeOptions {
   scheduler?: SchedulerOptions
@@ -53,10 +49,8 @@ export class ClusterNode {
     if (runtime.writer.replica) this.startShipping()
     else {
       // A former replica started again as the primary: what it had spooled is written here.
-      if (spoolExists(runtime)) {
-        const moved = this.takeSpool()
-        if (moved > 0) runtime.logger.warn('spool_written', { rows: moved, message: 'Request-log rows this node had spooled as a replica are written here, as the primary.' })
-      }
+      const moved = this.takeSpool()
+      if (moved > 0) runtime.logger.warn('spool_written', { rows: moved, message: 'Request-log rows this node had spooled as a replica are written here, as the primary.' })
       await this.startPrimaryDuties()
     }
     runtime.roles.onChange((role, previous) => this.change(role, previous))
@@ -95,7 +89,7 @@ export class ClusterNode {
     }
     this.reopen(false)
     runtime.writer.follow({ kind: 'primary' })
-    const moved = spoolExists(this.runtime) ? this.takeSpool() : 0
+    const moved = this.takeSpool()
     await this.startPrimaryDuties()
     runtime.logger.warn('promoted', { spooled_rows_written: moved, message: 'This node is the primary now: it writes the database and runs the scheduled jobs.' })
   }
@@ -110,9 +104,13 @@ export class ClusterNode {
     runtime.logger.warn('demoted', { primary: role.primaryHost, message: 'This node is a replica now: writes are replayed on the primary, request logs shipped to it.' })
   }
 
-  /** Rows a former replica still held for the primary: it is the primary now, so they are written here. */
+  /**
+   * Rows a former replica still held for the primary (in this process, or in a spool file left from
+   * before): it is the primary now, so they are written here. No spool file, nothing to take.
+   */
   private takeSpool(): number {
-    const { writer, metrics } = this.runtime
+    const { writer, metrics, config } = this.runtime
+    if (!writer.hasSpool() && !existsSync(spoolPath(config.dataDir))) return 0
     const spool = writer.spool()
     const sink = databaseLogSink(this.runtime.repositories, metrics)
     let moved = 0

@@ -15,6 +15,7 @@ import type { Repositories } from '../storage/repositories'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
 import type { NodeRole } from './role'
 import { LogSpool } from './spool'
+import { jsonResponse } from '../api/json-response'
 
 /** Where the log queue (pipeline/log-request.ts) commits its batches. */
 export interface LogSink {
@@ -114,16 +115,10 @@ export class Writer implements LogSink {
     const primary = this.primaryHost()
     if (primary === undefined) return undefined
     if (primary === '') {
-      return new Response(JSON.stringify({ error: 'no primary at the moment (a failover is under way): retry shortly' }), {
-        status: 503,
-        headers: { 'content-type': 'application/json', 'retry-after': '2' },
-      })
+      return jsonResponse(503, { error: 'no primary at the moment (a failover is under way): retry shortly' }, { 'retry-after': '2' })
     }
     this.metrics.writesReplayed++
-    return new Response(JSON.stringify({ error: replayMessage }), {
-      status: 409,
-      headers: { 'content-type': 'application/json', 'fly-replay': `instance=${primary}` },
-    })
+    return jsonResponse(409, { error: replayMessage }, { 'fly-replay': `instance=${primary}` })
   }
 
   /** For writes that are not HTTP requests (the CLI): throws ReplicaWriteError on a replica. */

@@ -14,6 +14,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 import { readdirSync, readFileSync } from 'node:fs'
 import { startBatchGateway, type BatchGateway } from '../harness/batch-gateway'
 import { baseEnvironment, repoRoot, startService, tempDir, type ServiceProcess } from '../harness/service-process'
+import { readCallResult } from '../harness/api'
 
 const model = 'openai/gpt-4o-mini'
 const encoder = new TextEncoder()
@@ -78,14 +79,7 @@ async function call(rootUrl: string, secret: string, method: string, path: strin
     headers: { authorization: `Bearer ${secret}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     body: body === undefined ? undefined : JSON.stringify(body),
   })
-  const text = await response.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  return { status: response.status, json, text }
+  return readCallResult(response)
 }
 
 function verifySignature(secret: string, header: string | null, rawBody: string): boolean {

@@ -29,6 +29,11 @@ export async function httpCall(server: TestServer, method: string, path: string,
     headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
     body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
   })
+  return readCallResult(response)
+}
+
+/** A response read whole: its text, and the text parsed when it is JSON. */
+export async function readCallResult(response: Response): Promise<CallResult> {
   const text = await response.text()
   let json: any
   try {

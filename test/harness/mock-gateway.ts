@@ -116,6 +116,16 @@ function toResponse(reply: MockReply): Response | Promise<Response> {
   return new Response(reply.text ?? '', { status: reply.status ?? 200, headers })
 }
 
+/** A request as the test servers of the harness record it: its body read whole, parsed when JSON. */
+export async function recordRequest(request: Request): Promise<RecordedRequest> {
+  const rawBody = request.method === 'GET' || request.method === 'HEAD' ? '' : await request.text()
+  let body: unknown = undefined
+  try {
+    body = rawBody ? JSON.parse(rawBody) : undefined
+  } catch {}
+  return { method: request.method, path: new URL(request.url).pathname, headers: Object.fromEntries(request.headers), body, rawBody }
+}
+
 export async function startMockGateway(options: { models?: string[]; handler?: MockHandler; port?: number } = {}): Promise<MockGateway> {
   const requests: RecordedRequest[] = []
   let handler: MockHandler | undefined = options.handler
@@ -126,13 +136,7 @@ export async function startMockGateway(options: { models?: string[]; handler?: M
     idleTimeout: 0,
     development: false,
     async fetch(request) {
-      const url = new URL(request.url)
-      const rawBody = request.method === 'GET' || request.method === 'HEAD' ? '' : await request.text()
-      let body: unknown = undefined
-      try {
-        body = rawBody ? JSON.parse(rawBody) : undefined
-      } catch {}
-      const recorded: RecordedRequest = { method: request.method, path: url.pathname, headers: Object.fromEntries(request.headers), body, rawBody }
+      const recorded = await recordRequest(request)
       requests.push(recorded)
       const custom = handler ? await handler(recorded) : undefined
       if (custom instanceof Response) return custom

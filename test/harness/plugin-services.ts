@@ -6,15 +6,10 @@
  * `await using service = await startPluginService({ path: '/ads', answer: { json: { ads: [] } } })`.
  */
 import { createServer } from 'node:net'
+import { recordRequest, type RecordedRequest } from './mock-gateway'
 
-export interface PluginRequest {
-  method: string
-  /** The path the service was called on, e.g. `/ads`. */
-  path: string
-  headers: Record<string, string>
-  /** The body parsed as JSON (undefined when it is not JSON). */
-  body: any
-  rawBody: string
+/** A recorded request (`path` is the one the service was called on, e.g. `/ads`) and when it came. */
+export interface PluginRequest extends RecordedRequest {
   /** `performance.now()` when the request arrived (same clock as the tests). */
   at: number
 }
@@ -86,13 +81,7 @@ export async function startPluginService(options: PluginServiceOptions = {}): Pr
     development: false,
     async fetch(request) {
       const at = performance.now()
-      const url = new URL(request.url)
-      const rawBody = request.method === 'GET' || request.method === 'HEAD' ? '' : await request.text()
-      let body: unknown = undefined
-      try {
-        body = rawBody ? JSON.parse(rawBody) : undefined
-      } catch {}
-      const recorded: PluginRequest = { method: request.method, path: url.pathname, headers: Object.fromEntries(request.headers), body, rawBody, at }
+      const recorded: PluginRequest = { ...(await recordRequest(request)), at }
       requests.push(recorded)
       const custom = handler ? await handler(recorded) : undefined
       if (custom instanceof Response) return custom

@@ -529,28 +529,19 @@ describe('ad_request and link_request never reach the gateway', () => {
     expect(env.ads.requests.map((request) => request.body.ad_request)).toEqual([adRequest, adRequest])
   })
 
-  test('/messages (translated to chat upstream): stripped; the ad service gets the client model', async () => {
+  test.each([
+    ['/messages (translated to chat upstream): stripped; the ad service gets the client model', 'messages', messages, MESSAGES_MODEL],
+    [':generateContent (translated to chat upstream): stripped; the ad service gets the model from the path', 'content', generateContent, CONTENT_MODEL],
+  ] as const)('%s', async (_, shape, send, model) => {
     await using env = await startEnv()
-    const key = await featureKey(env, { shape: 'messages', ads: true, keyterms: true })
-    const result = await messages(env, key, siblings)
+    const key = await featureKey(env, { shape, ads: true, keyterms: true })
+    const result = await send(env, key, siblings)
     expect(result.status).toBe(200)
     expect(result.json.ads).toEqual(ADS)
     const calls = mockOf(env).calls('/chat/completions')
     expect(calls).toHaveLength(1)
     expectStripped(calls[0])
-    expect(env.ads.requests.map((request) => request.body)).toEqual([{ ad_request: adRequest, model: MESSAGES_MODEL, key_id: key.id }])
-  })
-
-  test(':generateContent (translated to chat upstream): stripped; the ad service gets the model from the path', async () => {
-    await using env = await startEnv()
-    const key = await featureKey(env, { shape: 'content', ads: true, keyterms: true })
-    const result = await generateContent(env, key, siblings)
-    expect(result.status).toBe(200)
-    expect(result.json.ads).toEqual(ADS)
-    const calls = mockOf(env).calls('/chat/completions')
-    expect(calls).toHaveLength(1)
-    expectStripped(calls[0])
-    expect(env.ads.requests.map((request) => request.body)).toEqual([{ ad_request: adRequest, model: CONTENT_MODEL, key_id: key.id }])
+    expect(env.ads.requests.map((request) => request.body)).toEqual([{ ad_request: adRequest, model, key_id: key.id }])
   })
 
   test('a key with neither feature strips them too, and asks no plug-in service', async () => {

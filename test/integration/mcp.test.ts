@@ -9,6 +9,7 @@ import { LATEST_PROTOCOL_VERSION, McpError, SUPPORTED_PROTOCOL_VERSIONS } from '
 import { startTestServer, type TestServer } from '../harness/server'
 import { createManagementKey } from '../../src/management/workspaces'
 import { acceptedProtocolVersions } from '../../src/api/mcp'
+import { readCallResult } from '../harness/api'
 
 const protocolVersion = '2025-03-26'
 
@@ -48,15 +49,7 @@ async function rpc(server: TestServer, body: unknown, options: { key?: string | 
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...options.headers }
   const key = options.key === undefined ? server.managementKey : options.key
   if (key !== null) headers.authorization = `Bearer ${key}`
-  const response = await fetch(`${server.rootUrl}/mcp`, { method: 'POST', headers, body: options.raw ?? JSON.stringify(body) })
-  const text = await response.text()
-  let json: any
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = undefined
-  }
-  return { status: response.status, headers: response.headers, json, text }
+  return readCallResult(await fetch(`${server.rootUrl}/mcp`, { method: 'POST', headers, body: options.raw ?? JSON.stringify(body) }))
 }
 
 async function createInferenceKey(server: TestServer): Promise<{ id: string; key: string }> {
