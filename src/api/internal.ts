@@ -1,6 +1,7 @@
 /**
  * POST /internal/v1/logs (CONTRACT §10): the primary takes a replica's request-log rows. Only with
- * `Authorization: Bearer $RT_CLUSTER_SECRET` (anything else, or no secret configured here: 401).
+ * `Authorization: Bearer $RT_CLUSTER_SECRET`: anything else on this path, whatever the method, or
+ * anything at all when no secret is configured here, is 401; other methods with the secret, 405.
  * The rows are written through the writer seam as rows that may be there already (by id), so a
  * batch the replica sends again after a lost acknowledgement lands once. `{accepted: n}` answers
  * only after the commit: the replica deletes its copy on that answer.
@@ -53,6 +54,7 @@ export async function handleInternalLogs(deps: AppDeps, request: Request): Promi
   if (!secretMatches(bearerToken(request.headers.get('authorization')), deps.config.clusterSecret)) {
     return json(401, { error: 'A valid cluster secret is required (Authorization: Bearer $RT_CLUSTER_SECRET).' })
   }
+  if (request.method !== 'POST') return json(405, { error: 'Method not allowed: this path takes POST only.' }, { allow: 'POST' })
   // A node that is a replica now (a failover the sender has not seen yet) is not where rows go.
   const replay = deps.writer.replay()
   if (replay) return replay
@@ -77,5 +79,6 @@ export async function handleInternalLogs(deps: AppDeps, request: Request): Promi
 }
 
 export function internalRoutes(deps: AppDeps) {
-  return new Elysia({ name: 'internal' }).post(internalLogsPath, ({ request }) => handleInternalLogs(deps, request), { parse: 'none', detail: { hide: true } })
+  // Every method: without the secret anything on this path is 401 (CONTRACT §10), before a 405.
+  return new Elysia({ name: 'internal' }).all(internalLogsPath, ({ request }) => handleInternalLogs(deps, request), { parse: 'none', detail: { hide: true } })
 }

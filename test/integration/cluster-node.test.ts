@@ -149,6 +149,10 @@ describe('POST /internal/v1/logs on the primary', () => {
     const send = (body: unknown, secret = 'the-secret') =>
       fetch(`${server.rootUrl}/internal/v1/logs`, { method: 'POST', headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })
     expect((await send({ rows: [] }, 'the-secreT')).status).toBe(401)
+    // Another method: 401 without the secret, 405 with it.
+    expect((await fetch(`${server.rootUrl}/internal/v1/logs`)).status).toBe(401)
+    const get = await fetch(`${server.rootUrl}/internal/v1/logs`, { headers: { authorization: 'Bearer the-secret' } })
+    expect([get.status, get.headers.get('allow')]).toEqual([405, 'POST'])
     const key = await createInferenceKey(server)
     const rows = [logRow(crypto.randomUUID(), server.workspaceId, key.id), logRow(crypto.randomUUID(), server.workspaceId, key.id)]
     const first = await send({ rows })
