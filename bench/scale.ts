@@ -31,7 +31,7 @@ async function withRuntime<T>(run: (runtime: Runtime) => T | Promise<T>): Promis
   try {
     return await run(runtime)
   } finally {
-    runtime.usage.close()
+    runtime.reads.close()
     runtime.snapshots.close()
     runtime.storage.close()
     rmSync(dataDir, { recursive: true, force: true })
@@ -70,32 +70,82 @@ async function loopStall(fn: () => Promise<unknown>): Promise<number> {
   return longest
 }
 
+/** `keyCount` inference keys with two targets each among 1,000 provider keys, written as one transaction. */
+function seedKeys(runtime: Runtime, workspaceId: string, keyCount: number) {
+  const now = new Date().toISOString()
+  const providerIds: string[] = []
+  runtime.storage.db.transaction((tx) => {
+    for (let index = 0; index < 1_000; index++) {
+      const id = crypto.randomUUID()
+      providerIds.push(id)
+      tx.insert(providerKeys).values({ id, workspaceId, gateway: index % 2 ? 'openai' : 'groq', secretCiphertext: runtime.secretBox.encrypt(`sk-scale-${index}`), keyLast4: 'abcd', createdAt: now }).run()
+    }
+    for (let index = 0; index < keyCount; index++) {
+      const id = crypto.randomUUID()
+      const secret = `rt_live_scale${index}`
+      tx.insert(inferenceKeys).values({ id, workspaceId, keyPrefix: secret.slice(0, 16), secretHash: hashSecret(secret), createdAt: now }).run()
+      tx.insert(routingTargets).values({ keyId: id, position: 0, providerKeyId: providerIds[index % providerIds.length]!, weight: null, ttfbMs: null }).run()
+      tx.insert(routingTargets).values({ keyId: id, position: 1, providerKeyId: providerIds[(index + 1) % providerIds.length]!, weight: null, ttfbMs: null }).run()
+    }
+  })
+  // Another connection's write is seen by a rebuild, not by an invalidation: the runtime's own repositories were bypassed.
+  runtime.storage.bumpConfigVersion()
+}
+
+function firstKeyId(runtime: Runtime): string {
+  return (runtime.storage.sqlite.query('select id from inference_keys limit 1').get() as { id: string }).id
+}
+
+/** `rowCount` request-log rows over the last 30 days, as the log queue writes them (roll-ups included). */
+function seedLogRows(runtime: Runtime, workspaceId: string, rowCount: number) {
+  const now = Date.now()
+  const keys = Array.from({ length: 20 }, () => crypto.randomUUID())
+  const models = ['openai/gpt-4o-mini', 'openai/gpt-4.1', 'anthropic/claude-sonnet', 'meta-llama/llama-3.1-8b', 'google/gemini-2.5-flash']
+  const batch: RequestLogRow[] = []
+  for (let index = 0; index < rowCount; index++) {
+    batch.push({
+      id: `r${index}`,
+      workspaceId,
+      keyId: keys[index % keys.length]!,
+      createdAt: now - Math.floor((index / rowCount) * 30 * dayMs),
+      endpoint: 'chat',
+      gateway: index % 3 ? 'openai' : 'groq',
+      model: models[index % models.length]!,
+      status: index % 50 ? 200 : 502,
+      stream: false,
+      latencyMs: 100 + (index % 400),
+      overheadMs: 0.2,
+      attempts: 1,
+    })
+    // In the log queue's batches of 128, in transactions of 8,192 rows (a big flush).
+    if (batch.length === 8_192) {
+      runtime.repositories.requestLogs.insertMany(batch)
+      batch.length = 0
+    }
+  }
+  runtime.repositories.requestLogs.insertMany(batch)
+}
+
 async function snapshotRebuilds(lines: ScaleLine[]) {
   for (const keyCount of [10, 1_000, 10_000]) {
     await withRuntime(async (runtime) => {
       const { workspace } = createWorkspace(runtime, 'scale')
-      const now = new Date().toISOString()
-      const db = runtime.storage.db
-      const providerIds: string[] = []
-      db.transaction((tx) => {
-        for (let index = 0; index < 1_000; index++) {
-          const id = crypto.randomUUID()
-          providerIds.push(id)
-          tx.insert(providerKeys).values({ id, workspaceId: workspace.id, gateway: index % 2 ? 'openai' : 'groq', secretCiphertext: runtime.secretBox.encrypt(`sk-scale-${index}`), keyLast4: 'abcd', createdAt: now }).run()
-        }
-        for (let index = 0; index < keyCount; index++) {
-          const id = crypto.randomUUID()
-          const secret = `rt_live_scale${index}`
-          tx.insert(inferenceKeys).values({ id, workspaceId: workspace.id, keyPrefix: secret.slice(0, 16), secretHash: hashSecret(secret), createdAt: now }).run()
-          tx.insert(routingTargets).values({ keyId: id, position: 0, providerKeyId: providerIds[index % providerIds.length]!, weight: null, ttfbMs: null }).run()
-          tx.insert(routingTargets).values({ keyId: id, position: 1, providerKeyId: providerIds[(index + 1) % providerIds.length]!, weight: null, ttfbMs: null }).run()
-        }
-      })
-      const ms = await median(5, () => {
+      seedKeys(runtime, workspace.id, keyCount)
+      const size = `${keyCount.toLocaleString('en')} keys`
+      const rebuilt = () => {
         runtime.snapshots.invalidate()
-        runtime.snapshots.current()
-      })
-      lines.push({ what: 'snapshot rebuild (1,000 provider keys)', size: `${keyCount.toLocaleString('en')} keys`, ms })
+        return runtime.snapshots.fresh()
+      }
+      // The first build reads in place (start-up); the rest are the background rebuilds a write starts.
+      runtime.snapshots.current()
+      await rebuilt()
+      lines.push({ what: 'snapshot rebuild (1,000 provider keys), write to swap', size, ms: await median(5, rebuilt) })
+      const stalls: number[] = []
+      for (let run = 0; run < 5; run++) stalls.push(await loopStall(async () => rebuilt()))
+      lines.push({ what: 'event-loop stall during the rebuild', size, ms: stalls.sort((left, right) => left - right)[2]! })
+      // A key written by this process: its row read again and the snapshot swapped, on the serving thread.
+      const keyId = firstKeyId(runtime)
+      lines.push({ what: "one key's write by this process: row read again + swap", size, ms: await median(5, () => runtime.snapshots.invalidate({ table: 'keys', id: keyId })) })
     })
   }
 }
@@ -105,40 +155,15 @@ async function usageQueries(lines: ScaleLine[], maxRows: number) {
     await withRuntime(async (runtime) => {
       const { workspace } = createWorkspace(runtime, 'scale')
       const actor = { workspaceId: workspace.id, readOnly: true } as unknown as Actor
-      const now = Date.now()
-      const keys = Array.from({ length: 20 }, () => crypto.randomUUID())
-      const models = ['openai/gpt-4o-mini', 'openai/gpt-4.1', 'anthropic/claude-sonnet', 'meta-llama/llama-3.1-8b', 'google/gemini-2.5-flash']
-      const batch: RequestLogRow[] = []
-      for (let index = 0; index < rowCount; index++) {
-        batch.push({
-          id: `r${index}`,
-          workspaceId: workspace.id,
-          keyId: keys[index % keys.length]!,
-          createdAt: now - Math.floor((index / rowCount) * 30 * dayMs),
-          endpoint: 'chat',
-          gateway: index % 3 ? 'openai' : 'groq',
-          model: models[index % models.length]!,
-          status: index % 50 ? 200 : 502,
-          stream: false,
-          latencyMs: 100 + (index % 400),
-          overheadMs: 0.2,
-          attempts: 1,
-        })
-        // In the log queue's batches of 128, in transactions of 8,192 rows (a big flush).
-        if (batch.length === 8_192) {
-          runtime.repositories.requestLogs.insertMany(batch)
-          batch.length = 0
-        }
-      }
-      runtime.repositories.requestLogs.insertMany(batch)
+      seedLogRows(runtime, workspace.id, rowCount)
       const query = { range: '30d' }
       const size = `${rowCount.toLocaleString('en')} rows`
-      // The first query starts the usage thread: not a query's cost.
+      // The first query starts the read thread: not a query's cost.
       await usageSummary(runtime, actor, query)
       lines.push({ what: 'GET /usage/summary 30d', size, ms: await median(5, () => usageSummary(runtime, actor, query)) })
       lines.push({ what: 'GET /usage/series 30d', size, ms: await median(5, () => usageSeries(runtime, actor, query)) })
       lines.push({ what: 'GET /usage/breakdown 30d by model', size, ms: await median(5, () => usageBreakdown(runtime, actor, { ...query, by: 'model' })) })
-      // The queries run on the usage thread: the serving thread's longest wait while all three run.
+      // The queries run on the read thread: the serving thread's longest wait while all three run.
       const stall = await loopStall(() => Promise.all([usageSummary(runtime, actor, query), usageSeries(runtime, actor, query), usageBreakdown(runtime, actor, { ...query, by: 'model' })]))
       lines.push({ what: 'event-loop stall while the three run', size, ms: stall })
     })

@@ -9,6 +9,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { readSegment, requestJournalDirectory } from '../src/storage/request-journal'
+import { drain, load, percentile, readLine, type Child } from './bench/children'
 
 const repoRoot = join(import.meta.dir, '..')
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
@@ -41,33 +42,6 @@ const onlyIndex = process.argv.indexOf('--only')
 /** `--only TEXT`: run only the scenarios whose name contains TEXT (profiling; the budget needs all). */
 const only = onlyIndex === -1 ? undefined : process.argv[onlyIndex + 1]
 
-type Child = ReturnType<typeof Bun.spawn>
-
-async function readLine(child: Child, pattern: RegExp, timeoutMs = 60_000, from: 'stdout' | 'stderr' = 'stdout'): Promise<RegExpMatchArray> {
-  const reader = (child[from] as ReadableStream<Uint8Array>).getReader()
-  const decoder = new TextDecoder()
-  let buffer = ''
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    const { value, done } = await reader.read()
-    if (done) break
-    buffer += decoder.decode(value, { stream: true })
-    const match = buffer.match(pattern)
-    if (match) {
-      reader.releaseLock()
-      return match
-    }
-  }
-  throw new Error(`timed out waiting for ${pattern}: ${buffer.slice(-500)}`)
-}
-
-function drain(child: Child) {
-  void (async () => {
-    const reader = (child.stdout as ReadableStream<Uint8Array>).getReader()
-    while (!(await reader.read()).done) {}
-  })()
-}
-
 function cpuMicros(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
   return ((Number(fields[11]) + Number(fields[12])) / clockTicks) * 1e6
@@ -76,29 +50,6 @@ function cpuMicros(pid: number): number {
 function rssMb(pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
   return match ? Number(match[1]) / 1024 : 0
-}
-
-interface LoadResult {
-  sent: number
-  completed: number
-  errors: number
-  elapsedMs: number
-  latencies: number[]
-  firstBytes: number[]
-  gaps: number[]
-}
-
-async function load(config: { url: string; body: string; headers: Record<string, string>; concurrency: number; durationMs?: number; count?: number; stream?: boolean }): Promise<LoadResult> {
-  const child = Bun.spawn(['bun', join(repoRoot, 'scripts/bench/load.ts'), JSON.stringify({ stream: false, ...config })], { stdout: 'pipe', stderr: 'inherit' })
-  const text = await new Response(child.stdout).text()
-  await child.exited
-  return JSON.parse(text) as LoadResult
-}
-
-const percentile = (values: number[], p: number) => {
-  if (values.length === 0) return Number.NaN
-  const sorted = Float64Array.from(values).sort()
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 }
 
 interface SystemTarget {

@@ -153,7 +153,7 @@ async function main(args: readonly string[]) {
     await node.stop()
     runtime.mcpServers.close()
     runtime.snapshots.close()
-    runtime.usage.close()
+    runtime.reads.close()
     runtime.storage.close()
     process.exit(0)
   }

@@ -5,7 +5,7 @@ import { createLogger, type Logger } from './observability/logger'
 import { Metrics } from './observability/metrics'
 import { openStorage, type Storage } from './storage/client'
 import { createIdSigner, createSecretBox, loadMasterKey, type SecretBox } from './storage/crypto'
-import { createRepositories, type Repositories } from './storage/repositories'
+import { createRepositories, type ConfigChange, type Repositories } from './storage/repositories'
 import type { AppDeps } from './api/deps'
 import { createSnapshotStore, type SnapshotStore } from './storage/snapshot'
 import { McpServers } from './pipeline/stages/mcp-servers'
@@ -14,6 +14,7 @@ import { RoleWatcher } from './cluster/role'
 import { Writer } from './cluster/writer'
 import { spoolPath } from './cluster/spool'
 import { createUsageReader } from './storage/usage-reader'
+import { createReadThread, type ReadThread } from './storage/read-thread'
 
 export interface Runtime extends AppDeps {
   config: Config
@@ -23,7 +24,7 @@ export interface Runtime extends AppDeps {
   logger: Logger
   metrics: Metrics
   /** Listeners told about this process's own configuration writes. */
-  onConfigWrite: Set<() => void>
+  onConfigWrite: Set<(change?: ConfigChange) => void>
   masterKeyCreated: boolean
   snapshots: SnapshotStore
   logQueue: RequestLogQueue
@@ -34,6 +35,8 @@ export interface Runtime extends AppDeps {
   mcpServers: McpServers
   /** The node's LiteFS role as it changes (cluster/role.ts); always the primary without RT_LITEFS_DIR. */
   roles: RoleWatcher
+  /** The thread for heavy reads (usage queries, snapshot rows): storage/read-thread.ts. */
+  reads: ReadThread
 }
 
 export interface RuntimeOptions {
@@ -44,6 +47,8 @@ export interface RuntimeOptions {
    * the primary only and stops before a demotion reopens read-only.
    */
   asPrimary?: boolean
+  /** Heavy reads on this thread, not a read thread of their own: a thread that serves no requests. */
+  readsInPlace?: boolean
 }
 
 export function createRuntime(config: Config, options: RuntimeOptions = {}): Runtime {
@@ -62,16 +67,17 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
     throw error
   }
   const { key, created } = masterKey
-  const onConfigWrite = new Set<() => void>()
-  const repositories = createRepositories(storage, () => {
-    for (const listener of onConfigWrite) listener()
+  const onConfigWrite = new Set<(change?: ConfigChange) => void>()
+  const repositories = createRepositories(storage, (change) => {
+    for (const listener of onConfigWrite) listener(change)
   })
   const secretBox = createSecretBox(key)
   const metrics = new Metrics()
-  const snapshots = createSnapshotStore({ storage, repositories, secretBox, config, logger })
-  onConfigWrite.add(() => snapshots.invalidate())
+  const reads = createReadThread(config.dbPath, () => ({ logs: repositories.requestLogs, sqlite: storage.sqlite }), options.readsInPlace ? false : undefined)
+  const snapshots = createSnapshotStore({ storage, reads, secretBox, config, logger })
+  onConfigWrite.add((change) => snapshots.invalidate(change))
   metrics.snapshotBuilds = snapshots.builds
-  metrics.snapshotRequestPathBuilds = snapshots.requestPathBuilds
+  metrics.snapshotRequestWaits = snapshots.requestWaits
   const writer = new Writer(role, repositories, metrics, spoolPath(config.dataDir))
   return {
     config,
@@ -87,7 +93,8 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
     logQueue: createRequestLogQueue(writer, metrics, logger),
     writer,
     roles,
-    usage: createUsageReader(config.dbPath, () => repositories.requestLogs),
+    reads,
+    usage: createUsageReader(reads),
     fetch: options.fetch ?? fetch,
     random: Math.random,
     sign: createIdSigner(key),

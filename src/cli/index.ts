@@ -40,7 +40,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     return fail(error)
   } finally {
     runtime?.snapshots.close()
-    runtime?.usage.close()
+    runtime?.reads.close()
     runtime?.storage.close()
   }
 }

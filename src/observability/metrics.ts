@@ -95,7 +95,7 @@ export class Metrics {
   walCheckpointPages = 0
   /** Set by the snapshot store. */
   snapshotBuilds: () => number = () => 0
-  snapshotRequestPathBuilds: () => number = () => 0
+  snapshotRequestWaits: () => number = () => 0
   /** The writer seam and the log shipper (cluster/): a replica's side of CONTRACT §10. */
   isReplica: () => boolean = () => false
   writesReplayed = 0
@@ -159,7 +159,7 @@ export class Metrics {
     lines.push('# HELP router_wal_checkpoints_total WAL checkpoints that copied pages, run off the serving thread.', '# TYPE router_wal_checkpoints_total counter', `router_wal_checkpoints_total ${this.walCheckpoints}`)
     lines.push('# HELP router_wal_checkpoint_pages_total Pages copied from the WAL into the database file.', '# TYPE router_wal_checkpoint_pages_total counter', `router_wal_checkpoint_pages_total ${this.walCheckpointPages}`)
     lines.push('# HELP router_snapshot_builds_total Rebuilds of the in-memory configuration snapshot.', '# TYPE router_snapshot_builds_total counter', `router_snapshot_builds_total ${this.snapshotBuilds()}`)
-    lines.push('# HELP router_snapshot_request_path_builds_total Snapshot rebuilds a request waited for (a change by another connection not yet noticed between requests).', '# TYPE router_snapshot_request_path_builds_total counter', `router_snapshot_request_path_builds_total ${this.snapshotRequestPathBuilds()}`)
+    lines.push('# HELP router_snapshot_request_waits_total Requests that waited for a snapshot rebuild (a change they must see was still being read).', '# TYPE router_snapshot_request_waits_total counter', `router_snapshot_request_waits_total ${this.snapshotRequestWaits()}`)
     lines.push('# HELP router_node_replica 1 while this node is a LiteFS replica, 0 on the primary.', '# TYPE router_node_replica gauge', `router_node_replica ${this.isReplica() ? 1 : 0}`)
     lines.push('# HELP router_writes_replayed_total Write requests answered 409 with fly-replay on a replica.', '# TYPE router_writes_replayed_total counter', `router_writes_replayed_total ${this.writesReplayed}`)
     lines.push('# HELP router_log_rows_spooled_total Request-log rows a replica put in its spool.', '# TYPE router_log_rows_spooled_total counter', `router_log_rows_spooled_total ${this.logRowsSpooled}`)

@@ -43,7 +43,9 @@ export async function handleInference(request: Request, route: InferenceRoute, d
   // On /messages the request id is also sent as `request-id`, errors included (SPEC "Common response headers").
   if (route.envelope === 'messages') context.headers['request-id'] = context.requestId
   try {
-    const snapshot = deps.snapshots.current()
+    // Awaited only while a change this request must see is being rebuilt (storage/snapshot.ts).
+    let snapshot = deps.snapshots.fresh()
+    if (snapshot instanceof Promise) snapshot = await snapshot
     context.snapshot = snapshot
     const queryKey = route.endpoint === 'generate_content' || route.endpoint === 'stream_generate_content' ? new URL(request.url).searchParams.get('key') : null
     const authenticated = authenticate(snapshot, presentedKey(request.headers, queryKey), () => context.clientIp, Date.now())

@@ -71,7 +71,7 @@ self.onmessage = async (event: MessageEvent<SchedulerCommand>) => {
   const command = event.data
   if (command.type === 'start') {
     try {
-      runtime = createRuntime(command.config, { asPrimary: true })
+      runtime = createRuntime(command.config, { asPrimary: true, readsInPlace: true })
     } catch (error) {
       self.postMessage({ type: 'failed', error: messageOf(error) } satisfies SchedulerReply)
       return

@@ -1,9 +1,14 @@
 /**
  * Read-mostly configuration in memory for the hot path: keys, workspaces, provider keys (secrets
- * decrypted), gateway switches, model catalogs and learned budgets. Rebuilt between requests, never
- * by one: right after this process writes (invalidate()), and when another connection committed a
- * configuration write (PRAGMA data_version, then the config counter), noticed by a watch on the
- * database's folder with a poll behind it. Requests read the snapshot in place, without a check.
+ * decrypted), gateway switches, model catalogs and learned budgets.
+ *
+ * Rebuilt in the background and swapped, never by a request: right after this process writes
+ * (invalidate()), and when another connection committed a configuration write (PRAGMA
+ * data_version, then the config counter), noticed by a watch on the database's folder with a poll
+ * behind it. The rows are read on the read thread (read-thread.ts, snapshot-rows.ts); the serving
+ * thread only turns them into maps, reusing what did not change (decrypted secrets, compiled
+ * allowlists, catalogs, prices). A request reads the snapshot in place; only one that must see a
+ * change still being rebuilt (CONTRACT §3: a change is seen by the next request) waits for it.
  */
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname } from 'node:path'
@@ -15,8 +20,10 @@ import type { Config } from '../config/env'
 import type { Logger } from '../observability/logger'
 import type { Storage } from './client'
 import type { SecretBox } from './crypto'
-import type { Repositories } from './repositories'
-import type { StoredRule } from './repositories/inference-keys'
+import type { ConfigChange } from './repositories'
+import type { StoredRemap, StoredRule } from './repositories/inference-keys'
+import type { ReadThread } from './read-thread'
+import { SnapshotRowReader, SnapshotRowStore, type KnownPrices, type SnapshotRows } from './snapshot-rows'
 
 export interface ProviderEntry {
   id: string
@@ -83,184 +90,285 @@ function authHeaders(gateway: GatewayDefinition, secret: string, accept: string)
 }
 
 export interface SnapshotStore {
+  /**
+   * The snapshot a request reads: the current one, or, while a change the request must see is
+   * being rebuilt (this process wrote, or another connection's commit was noticed), the rebuilt one
+   * once it is swapped in.
+   */
+  fresh(): Snapshot | Promise<Snapshot>
+  /** The snapshot as it is now (background work, and a request's later steps). */
   current(): Snapshot
-  /** This process wrote configuration: rebuilt before the next request reads it. */
-  invalidate(): void
+  /**
+   * This process wrote configuration. One row it names is read again here and the snapshot swapped
+   * at once; anything else is rebuilt in the background, and requests from now on wait for it.
+   */
+  invalidate(change?: ConfigChange): void
   /** How many times the snapshot was rebuilt (exposed on /metrics). */
   builds(): number
-  /** Of those, the rebuilds a request waited for: another connection's change not yet noticed between requests. */
-  requestPathBuilds(): number
+  /** Requests that waited for a rebuild (a change they must see was still being read). */
+  requestWaits(): number
   /** Stops following the database's changes. */
   close(): void
 }
 
-export function createSnapshotStore(deps: { storage: Storage; repositories: Repositories; secretBox: SecretBox; config: Config; logger: Logger }): SnapshotStore {
-  let snapshot: Snapshot | undefined
-  let seenVersion = -1
-  let seenConfigVersion = -1
-  let buildCount = 0
-  /** Rebuilds a request had to wait for (the change not seen between requests yet). */
-  let onPathBuilds = 0
-  /**
-   * Each gateway's prices as of its catalog's crawl: read again only when a crawl replaced the
-   * catalog, not on every rebuild (a key or provider write does not touch them).
-   */
-  const priceCache = new Map<string, { fetchedAt: number; listed: number; prices: Map<string, ModelPricing> }>()
-  // Prices only where a listing carries them (the decisioner's facts; missing is unknown, never zero).
-  function pricesOf(gateway: string, fetchedAt: number, listed: number): Map<string, ModelPricing> {
-    const cached = priceCache.get(gateway)
-    if (cached?.fetchedAt === fetchedAt && cached.listed === listed) return cached.prices
-    const prices = new Map<string, ModelPricing>()
-    for (const row of deps.repositories.gatewayCatalogs.listPricedModels(gateway)) {
-      const pricing = pricingOfStoredObject(row.object)
-      if (pricing) prices.set(row.modelId, pricing)
-    }
-    priceCache.set(gateway, { fetchedAt, listed, prices })
-    return prices
-  }
+interface Caches {
+  /** Provider secrets by ciphertext: a rebuild decrypts only new ones. */
+  secrets: Map<string, string>
+  /** Compiled allowlists by their stored JSON (most are `[]`). */
+  allowlists: Map<string, CompiledAllowlist>
+  /** Each gateway's prices as of its catalog's crawl: read again only when a crawl replaced the catalog. */
+  prices: Map<string, { fetchedAt: number; prices: Map<string, ModelPricing> }>
+  /** Each gateway's catalog as of its crawl and listing size. */
+  catalogs: Map<string, { fetchedAt: number; listed: number; catalog: GatewayCatalog }>
+}
 
-  function build(): Snapshot {
-    const { repositories, secretBox, config, logger } = deps
-    const workspaces = new Map<string, WorkspaceEntry>()
-    for (const row of repositories.workspaces.listAll()) {
-      workspaces.set(row.id, {
-        id: row.id,
-        suspended: row.suspended,
-        allowlist: compileAllowlist(JSON.parse(row.allowedIps) as string[]),
-        steeringMessage: row.steeringMessage,
-        captureBodies: row.captureBodies,
-      })
-    }
-    const providers = new Map<string, ProviderEntry>()
-    for (const row of repositories.providerKeys.listAll()) {
-      const gateway = findGateway(row.gateway)
-      if (!gateway) continue
-      let secret: string
+/** The tables a read sends whole (the snapshot keeps the last ones for a rebuild after a patch). */
+type SmallTables = Pick<SnapshotRows, 'gatewaySettings' | 'catalogs' | 'modelIds' | 'pricedModels' | 'budgets'>
+
+type Deps = { storage: Storage; reads: ReadThread; secretBox: SecretBox; config: Config; logger: Logger }
+
+/**
+ * Turns a snapshot's rows (the store's tables, the read's small tables) into its maps, reusing the
+ * caches' entries; returns the caches to keep.
+ */
+function buildSnapshot(store: SnapshotRowStore, rows: SmallTables, known: KnownPrices, previous: Caches, deps: Deps): { snapshot: Snapshot; caches: Caches } {
+  const { secretBox, config, logger } = deps
+  const caches: Caches = { secrets: new Map(), allowlists: new Map(), prices: new Map(), catalogs: new Map() }
+  const allowlist = (json: string): CompiledAllowlist => {
+    let compiled = caches.allowlists.get(json)
+    if (compiled) return compiled
+    compiled = previous.allowlists.get(json) ?? compileAllowlist(JSON.parse(json) as string[])
+    caches.allowlists.set(json, compiled)
+    return compiled
+  }
+  const workspaces = new Map<string, WorkspaceEntry>()
+  for (const row of store.workspaces.values()) {
+    workspaces.set(row.id, { id: row.id, suspended: row.suspended === 1, allowlist: allowlist(row.allowedIps), steeringMessage: row.steeringMessage, captureBodies: row.captureBodies === 1 })
+  }
+  const providers = new Map<string, ProviderEntry>()
+  for (const row of store.providers.values()) {
+    const gateway = findGateway(row.gateway)
+    if (!gateway) continue
+    let secret = caches.secrets.get(row.secretCiphertext) ?? previous.secrets.get(row.secretCiphertext)
+    if (secret === undefined) {
       try {
         secret = secretBox.decrypt(row.secretCiphertext)
       } catch {
         logger.error('provider_secret_unreadable', { provider_key_id: row.id })
         continue
       }
-      providers.set(row.id, {
-        id: row.id,
-        workspaceId: row.workspaceId,
-        gateway,
-        secret,
-        baseUrl: providerBaseUrl(gateway, config.gatewayUrlOverrides, JSON.parse(row.config) as Record<string, unknown>),
-        disabled: row.disabledAt !== null,
-        postHeaders: {
-          json: authHeaders(gateway, secret, 'application/json'),
-          stream: authHeaders(gateway, secret, 'text/event-stream'),
-        },
-      })
     }
-    const keysByPrefix = new Map<string, KeyEntry[]>()
-    const add = (prefix: string, entry: KeyEntry) => {
-      const list = keysByPrefix.get(prefix)
-      if (list) list.push(entry)
-      else keysByPrefix.set(prefix, [entry])
-    }
-    const mcpServers = new Map<string, McpServerEntry[]>()
-    for (const row of repositories.inferenceKeys.listAllMcpServers()) {
-      const entry = { id: row.id, name: row.name, url: row.url }
-      const list = mcpServers.get(row.keyId)
-      if (list) list.push(entry)
-      else mcpServers.set(row.keyId, [entry])
-    }
-    for (const { key, rule } of repositories.inferenceKeys.listAllWithRules()) {
-      const previousUntil = key.previousSecretUntil ? Date.parse(key.previousSecretUntil) : undefined
-      const entry: KeyEntry = {
-        id: key.id,
-        workspaceId: key.workspaceId,
-        apiShape: key.apiShape,
-        secretHash: key.secretHash,
-        previous:
-          key.previousSecretHash && key.previousSecretUntil && previousUntil !== undefined
-            ? { hash: key.previousSecretHash, untilMs: previousUntil, untilIso: key.previousSecretUntil }
-            : undefined,
-        revoked: key.revokedAt !== null,
-        allowlist: compileAllowlist(JSON.parse(key.allowedIps) as string[]),
-        steeringMessage: key.steeringMessage,
-        failoverTtfbMs: key.failoverTtfbMs,
-        upstreamTimeoutMs: key.upstreamTimeoutMs,
-        companionAds: key.companionAds,
-        keyterms: key.keyterms,
-        rule,
-        mcpServers: mcpServers.get(key.id) ?? noMcpServers,
-      }
-      add(key.keyPrefix, entry)
-      if (entry.previous && key.previousKeyPrefix && key.previousKeyPrefix !== key.keyPrefix) add(key.previousKeyPrefix, entry)
-    }
-    const gatewayEnabled = new Map<string, boolean>()
-    for (const row of repositories.providerKeys.listGatewaySettings()) gatewayEnabled.set(row.gateway, row.enabled)
-
-    const listed = new Map<string, string[]>()
-    for (const row of repositories.gatewayCatalogs.listModelIds()) {
-      const ids = listed.get(row.gateway)
-      if (ids) ids.push(row.modelId)
-      else listed.set(row.gateway, [row.modelId])
-    }
-    const catalogs = new Map<string, GatewayCatalog>()
-    for (const row of repositories.gatewayCatalogs.listCatalogs()) {
-      catalogs.set(row.gateway, buildGatewayCatalog(row.gateway, row.fetchedAt, listed.get(row.gateway) ?? [], pricesOf(row.gateway, row.fetchedAt, listed.get(row.gateway)?.length ?? 0)))
-    }
-    const budgets = new Map<string, number>()
-    for (const row of repositories.gatewayCatalogs.listBudgets()) budgets.set(row.gateway, row.ttfbBudgetMs)
-    return { keysByPrefix, workspaces, providers, gatewayEnabled, catalogs, budgets, tokenCache: new Map(), planCache: new Map(), planCacheSize: 0 }
+    caches.secrets.set(row.secretCiphertext, secret)
+    providers.set(row.id, {
+      id: row.id,
+      workspaceId: row.workspaceId,
+      gateway,
+      secret,
+      baseUrl: providerBaseUrl(gateway, config.gatewayUrlOverrides, JSON.parse(row.config) as Record<string, unknown>),
+      disabled: row.disabled === 1,
+      postHeaders: { json: authHeaders(gateway, secret, 'application/json'), stream: authHeaders(gateway, secret, 'text/event-stream') },
+    })
   }
+  const keysByPrefix = new Map<string, KeyEntry[]>()
+  const add = (prefix: string, entry: KeyEntry) => {
+    const list = keysByPrefix.get(prefix)
+    if (list) list.push(entry)
+    else keysByPrefix.set(prefix, [entry])
+  }
+  for (const key of store.keys.values()) {
+    const previousUntil = key.previousSecretUntil ? Date.parse(key.previousSecretUntil) : undefined
+    const rule: StoredRule = {
+      strategy: key.strategy === 'split' ? 'split' : 'priority',
+      targets: key.targets,
+      remaps: key.remaps.map((remap): StoredRemap => ({ ...remap, enabled: remap.enabled === 1 })),
+      decisioner: key.decisioner ? (JSON.parse(key.decisioner) as Record<string, unknown>) : null,
+    }
+    const entry: KeyEntry = {
+      id: key.id,
+      workspaceId: key.workspaceId,
+      apiShape: key.apiShape,
+      secretHash: key.secretHash,
+      previous:
+        key.previousSecretHash && key.previousSecretUntil && previousUntil !== undefined
+          ? { hash: key.previousSecretHash, untilMs: previousUntil, untilIso: key.previousSecretUntil }
+          : undefined,
+      revoked: key.revoked === 1,
+      allowlist: allowlist(key.allowedIps),
+      steeringMessage: key.steeringMessage,
+      failoverTtfbMs: key.failoverTtfbMs,
+      upstreamTimeoutMs: key.upstreamTimeoutMs,
+      companionAds: key.companionAds === 1,
+      keyterms: key.keyterms === 1,
+      rule,
+      mcpServers: key.mcpServers.length === 0 ? noMcpServers : key.mcpServers,
+    }
+    add(key.keyPrefix, entry)
+    if (entry.previous && key.previousKeyPrefix && key.previousKeyPrefix !== key.keyPrefix) add(key.previousKeyPrefix, entry)
+  }
+  const gatewayEnabled = new Map<string, boolean>()
+  for (const row of rows.gatewaySettings) gatewayEnabled.set(row.gateway, row.enabled === 1)
 
-  /** This process wrote configuration: the next read must see it (read-your-writes). */
-  let ownWrite = false
-  let refreshScheduled = false
+  // Prices only where a listing carries them (the decisioner's facts; missing is unknown, never zero).
+  const pricedRows = new Map<string, SnapshotRows['pricedModels']>()
+  for (const row of rows.pricedModels) {
+    const list = pricedRows.get(row.gateway)
+    if (list) list.push(row)
+    else pricedRows.set(row.gateway, [row])
+  }
+  const listed = new Map<string, string[]>()
+  for (const row of rows.modelIds) {
+    const ids = listed.get(row.gateway)
+    if (ids) ids.push(row.modelId)
+    else listed.set(row.gateway, [row.modelId])
+  }
+  const catalogs = new Map<string, GatewayCatalog>()
+  for (const { gateway, fetchedAt } of rows.catalogs) {
+    let prices = known[gateway] === fetchedAt ? previous.prices.get(gateway)?.prices : undefined
+    if (!prices) {
+      prices = new Map()
+      for (const row of pricedRows.get(gateway) ?? []) {
+        const pricing = pricingOfStoredObject(row.object)
+        if (pricing) prices.set(row.modelId, pricing)
+      }
+    }
+    caches.prices.set(gateway, { fetchedAt, prices })
+    const ids = listed.get(gateway) ?? []
+    const cached = previous.catalogs.get(gateway)
+    const catalog = cached && cached.fetchedAt === fetchedAt && cached.listed === ids.length ? cached.catalog : buildGatewayCatalog(gateway, fetchedAt, ids, prices)
+    caches.catalogs.set(gateway, { fetchedAt, listed: ids.length, catalog })
+    catalogs.set(gateway, catalog)
+  }
+  const budgets = new Map<string, number>()
+  for (const row of rows.budgets) budgets.set(row.gateway, row.ttfbBudgetMs)
+  return { snapshot: { keysByPrefix, workspaces, providers, gatewayEnabled, catalogs, budgets, tokenCache: new Map(), planCache: new Map(), planCacheSize: 0 }, caches }
+}
+
+export function createSnapshotStore(deps: Deps): SnapshotStore {
+  let snapshot: Snapshot | undefined
+  let caches: Caches = { secrets: new Map(), allowlists: new Map(), prices: new Map(), catalogs: new Map() }
+  /** The rows the snapshot was built from, kept so a rebuild receives only what changed. */
+  const rowStore = new SnapshotRowStore()
+  let smallTables: SmallTables | undefined
+  /** This connection's data_version when the swapped snapshot's rows were asked for. */
+  let seenVersion = -1
+  /** The configuration counter of the swapped snapshot's rows. */
+  let seenConfigVersion = -1
+  /** Changes known (own writes, noticed commits), counted; `built` is how many the snapshot covers. */
+  let wanted = 0
+  let built = 0
+  let building = false
+  let buildCount = 0
+  let waits = 0
   let lastFailure: string | undefined
-  let retryAt = 0
+  let retryTimer: ReturnType<typeof setTimeout> | undefined
+  let waiters: { target: number; resolve(snapshot: Snapshot): void }[] = []
   let watcher: FSWatcher | undefined
   let poll: ReturnType<typeof setInterval> | undefined
+  let closed = false
 
-  const rebuild = () => {
-    const version = deps.storage.dataVersion()
-    const configVersion = deps.storage.configVersion()
-    snapshot = build()
-    // Only once built: a build that failed leaves the change to be rebuilt again.
+  const knownPrices = (): KnownPrices => {
+    const known: KnownPrices = {}
+    for (const [gateway, entry] of caches.prices) known[gateway] = entry.fetchedAt
+    return known
+  }
+  const swap = (rows: SnapshotRows, known: KnownPrices, version: number, target: number) => {
+    // Changes read for another state than the rows held: read again, whole (the waiters go on waiting).
+    if (!rowStore.apply(rows)) return false
+    const next = buildSnapshot(rowStore, rows, known, caches, deps)
+    snapshot = next.snapshot
+    caches = next.caches
+    smallTables = { ...rows, pricedModels: [] }
     seenVersion = version
-    seenConfigVersion = configVersion
-    ownWrite = false
+    seenConfigVersion = rows.configVersion
+    built = Math.max(built, target)
     buildCount++
+    lastFailure = undefined
+    return true
+  }
+  /** The first snapshot, before anything was served: read in place. */
+  const buildNow = (): Snapshot => {
+    const known = knownPrices()
+    const version = deps.storage.dataVersion()
+    rowStore.forget()
+    swap(new SnapshotRowReader().read(deps.storage.sqlite, rowStore.request(known)), known, version, wanted)
     follow()
+    return snapshot!
+  }
+  /** Requests waiting for a change: answered with each swap that covers it, or the old snapshot when a rebuild failed. */
+  const settle = (failed: boolean) => {
+    if (waiters.length === 0) return
+    const still: typeof waiters = []
+    for (const waiter of waiters) {
+      if (failed || waiter.target <= built) waiter.resolve(snapshot!)
+      else still.push(waiter)
+    }
+    waiters = still
+  }
+
+  /** Starts a background rebuild covering every change known now; one at a time. */
+  const rebuild = () => {
+    if (building || closed || retryTimer) return
+    building = true
+    const target = wanted
+    // Read before the thread reads: a commit this connection saw is in the rows the thread reads.
+    const version = deps.storage.dataVersion()
+    const known = knownPrices()
+    deps.reads.ask<SnapshotRows>({ op: 'snapshot', request: rowStore.request(known) }).then(
+      (rows) => {
+        building = false
+        let swapped: boolean
+        try {
+          swapped = swap(rows, known, version, target)
+        } catch (error) {
+          rowStore.forget()
+          return failed(error)
+        }
+        if (swapped) settle(false)
+        if (wanted > built) rebuild()
+      },
+      (error) => {
+        building = false
+        rowStore.forget()
+        failed(error)
+      },
+    )
+  }
+  // The old snapshot keeps serving (a replica on a database its primary has not migrated yet answers
+  // from it); tried again after a second. Logged once per distinct failure, not once per try.
+  const failed = (error: unknown) => {
+    const message = error instanceof Error ? error.message : String(error)
+    if (message !== lastFailure) deps.logger.error('snapshot_rebuild_failed', { error: message })
+    lastFailure = message
+    settle(true)
+    if (closed) return
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined
+      rebuild()
+    }, 1000)
+    retryTimer.unref?.()
   }
 
   /**
    * Another connection committed (the CLI, another role, or LiteFS applying the primary's changes on
-   * a replica): rebuild if it was a configuration write. Request-log flushes change data_version too;
-   * they cost these two small reads and no rebuild.
+   * a replica): a rebuild if it was a configuration write. Request-log flushes change data_version
+   * too; they cost these two small reads and no rebuild. True when a rebuild is wanted.
    */
-  const refresh = (retry = false) => {
-    refreshScheduled = false
-    // After a failed build, tried again by its timer, not by every poll or request meanwhile.
-    if (!retry && performance.now() < retryAt) return
+  const noticeCommits = (): boolean => {
+    if (snapshot === undefined || building || wanted > built) return wanted > built
     try {
-      if (ownWrite || snapshot === undefined) return rebuild()
       const version = deps.storage.dataVersion()
-      if (version === seenVersion) return
-      if (deps.storage.configVersion() !== seenConfigVersion) rebuild()
-      else seenVersion = version
+      if (version === seenVersion) return false
+      if (deps.storage.configVersion() === seenConfigVersion) {
+        seenVersion = version
+        return false
+      }
     } catch (error) {
-      // The old snapshot keeps serving (a replica on a database its primary has not migrated yet
-      // answers from it). Logged once per distinct failure, not once per try.
-      const message = error instanceof Error ? error.message : String(error)
-      if (message !== lastFailure) deps.logger.error('snapshot_rebuild_failed', { error: message })
-      lastFailure = message
-      retryAt = performance.now() + 1000
-      setTimeout(() => refresh(true), 1000).unref?.()
-      return
+      failed(error)
+      return false
     }
-    lastFailure = undefined
-  }
-  const scheduleRefresh = () => {
-    if (refreshScheduled) return
-    refreshScheduled = true
-    setImmediate(() => refresh())
+    wanted++
+    rebuild()
+    return true
   }
 
   function stopFollowing() {
@@ -275,51 +383,91 @@ export function createSnapshotStore(deps: { storage: Storage; repositories: Repo
    * commit writes the -wal file: the event comes before a request sent after the commit), and polled
    * in case the file system sends no events (LiteFS's FUSE mount).
    */
+  let noticeScheduled = false
+  const scheduleNotice = () => {
+    if (noticeScheduled) return
+    noticeScheduled = true
+    setImmediate(() => {
+      noticeScheduled = false
+      noticeCommits()
+    })
+  }
   const follow = () => {
     const path = deps.config.dbPath === ':memory:' ? undefined : deps.config.dbPath
-    if (path === undefined || watcher || poll) return
+    if (path === undefined || watcher || poll || closed) return
     const name = basename(path)
     try {
       watcher = watch(dirname(path), { persistent: false }, (_event, file) => {
-        if (file === null || String(file).startsWith(name)) scheduleRefresh()
+        if (file === null || String(file).startsWith(name)) scheduleNotice()
       })
       watcher.on('error', () => {})
     } catch {
       watcher = undefined
     }
-    poll = setInterval(scheduleRefresh, followPollMs)
+    poll = setInterval(scheduleNotice, followPollMs)
     poll.unref?.()
   }
 
+  /**
+   * One row this process just wrote, read again on this connection and the snapshot rebuilt from the
+   * rows held (no thread round trip, no request waits). Not while a background rebuild is reading
+   * or owed: its rows could be older than the patch, so the write waits for a rebuild as others do.
+   */
+  const patch = (change: Exclude<ConfigChange, { table: 'none' }>): boolean => {
+    if (building || wanted > built || retryTimer || !smallTables) return false
+    try {
+      const configVersion = deps.storage.configVersion()
+      rowStore.patch(deps.storage.sqlite, change)
+      const next = buildSnapshot(rowStore, smallTables, knownPrices(), caches, deps)
+      snapshot = next.snapshot
+      caches = next.caches
+      buildCount++
+      // This write's bump alone since the rows were read: nothing else to read. Otherwise another
+      // connection wrote as well, and the next look at data_version rebuilds for it.
+      if (configVersion === seenConfigVersion + 1) seenConfigVersion = configVersion
+    } catch (error) {
+      rowStore.forget()
+      failed(error)
+      return false
+    }
+    return true
+  }
+
   let checkedAt = 0
+  const waitForRebuild = (): Promise<Snapshot> => {
+    waits++
+    return new Promise<Snapshot>((resolve) => waiters.push({ target: wanted, resolve }))
+  }
   return {
-    current() {
-      // The snapshot is swapped by refresh, between requests. A read builds it only the first time,
-      // or when the write it must see (CONTRACT §3: a change is seen by the next request) has not
-      // been noticed between requests yet: this process wrote in this same turn, or another
-      // connection committed a moment before (its folder event not delivered yet). data_version is
-      // read at most once a millisecond for that.
-      if (snapshot === undefined || ownWrite) {
-        rebuild()
-        return snapshot!
-      }
+    fresh() {
+      if (snapshot === undefined) return buildNow()
+      // A change this request must see is being rebuilt (not after a failed rebuild: the old
+      // snapshot serves until the retry succeeds).
+      if (wanted > built && !retryTimer) return waitForRebuild()
+      // Another connection committed a moment before this request, its folder event not delivered
+      // yet: data_version is read at most once a millisecond for that.
       const now = performance.now()
       if (now - checkedAt < 1) return snapshot
       checkedAt = now
-      if (deps.storage.dataVersion() !== seenVersion) {
-        const before = buildCount
-        refresh()
-        onPathBuilds += buildCount - before
-      }
-      return snapshot!
+      return noticeCommits() && !retryTimer ? waitForRebuild() : snapshot
     },
-    invalidate() {
-      ownWrite = true
-      scheduleRefresh()
+    current: () => snapshot ?? buildNow(),
+    invalidate(change) {
+      // Not built yet (the CLI, a thread that never serves): the first read builds it whole.
+      if (snapshot === undefined) return
+      if (change?.table === 'none') return
+      if (change && patch(change)) return
+      wanted++
+      rebuild()
     },
     builds: () => buildCount,
-    requestPathBuilds: () => onPathBuilds,
-    close: stopFollowing,
+    requestWaits: () => waits,
+    close() {
+      closed = true
+      stopFollowing()
+      if (retryTimer) clearTimeout(retryTimer)
+      settle(true)
+    },
   }
 }
 

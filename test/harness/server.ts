@@ -80,7 +80,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
       runtime.logQueue.stop()
       runtime.mcpServers.close()
       runtime.snapshots.close()
-      runtime.usage.close()
+      runtime.reads.close()
       runtime.storage.close()
       rmSync(dataDir, { recursive: true, force: true })
     },

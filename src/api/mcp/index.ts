@@ -78,7 +78,7 @@ async function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) return failure('Invalid arguments: expected an object.')
   if (tool.write && actor.readOnly) return failure(messages.readOnly)
   try {
-    // Usage tools answer from the usage thread: awaited, so their errors land here too.
+    // Usage tools answer from the read thread: awaited, so their errors land here too.
     const result = await tool.run(deps, actor, input as Record<string, unknown>)
     return { jsonrpc: '2.0' as const, id, result: { content: [{ type: 'text', text: JSON.stringify(result) }] } }
   } catch (error) {

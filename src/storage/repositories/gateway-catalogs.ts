@@ -1,9 +1,10 @@
 /** Crawled model catalogs and learned first-byte budgets per gateway. */
 import { and, eq, sql } from 'drizzle-orm'
 import type { Db } from '../client'
+import type { ConfigChange } from './index'
 import { gatewayBudgets, gatewayCatalogs, gatewayModels } from '../schema'
 
-export function createGatewayCatalogRepository(db: Db, onWrite: () => void) {
+export function createGatewayCatalogRepository(db: Db, onWrite: (change?: ConfigChange) => void) {
   return {
     /** Replaces one gateway's catalog in a single transaction. */
     replaceCatalog(gateway: string, fetchedAt: number, models: { modelId: string; canonicalId: string; object: string }[]) {

@@ -18,11 +18,18 @@ export interface Repositories {
   jobLeases: ReturnType<typeof createJobLeaseRepository>
 }
 
-/** `onWrite` runs after every configuration write, so in-memory snapshots drop their copy. */
-export function createRepositories(storage: Storage, onWrite: () => void = () => {}): Repositories {
-  const written = () => {
+/**
+ * What a configuration write touched, for the snapshot (storage/snapshot.ts): one row it holds, read
+ * again on its own; `none`, nothing it holds (members, management keys). A write that passes none
+ * (a delete that cascades, a catalog) may have touched anything.
+ */
+export type ConfigChange = { table: 'keys' | 'providers' | 'workspaces'; id: string } | { table: 'none' }
+
+/** `onWrite` runs after every configuration write, so in-memory snapshots follow it. */
+export function createRepositories(storage: Storage, onWrite: (change?: ConfigChange) => void = () => {}): Repositories {
+  const written = (change?: ConfigChange) => {
     storage.bumpConfigVersion()
-    onWrite()
+    onWrite(change)
   }
   return {
     workspaces: createWorkspaceRepository(storage.db, written),

@@ -1,6 +1,7 @@
 /** Inference keys with their routing rules (targets, remaps, decisioner) and attached MCP servers. */
 import { and, asc, desc, eq, inArray, or, sql } from 'drizzle-orm'
 import type { Db } from '../client'
+import type { ConfigChange } from './index'
 import { inferenceKeys, keyMcpServers, modelRemaps, routingTargets } from '../schema'
 
 export type InferenceKeyRow = typeof inferenceKeys.$inferSelect
@@ -53,7 +54,7 @@ function writeRule(tx: Transaction, keyId: string, rule: StoredRule) {
     .run()
 }
 
-export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
+export function createInferenceKeyRepository(db: Db, onWrite: (change?: ConfigChange) => void) {
   // Never backwards: a journal replayed late (or, on a replica, rows shipped out of order) may carry
   // an older stamp than the one stored. ISO 8601 UTC strings order as their times do.
   const touchStatement = db.$client.prepare("update inference_keys set last_used_at = max(coalesce(last_used_at, ''), ?1) where id = ?2")
@@ -102,7 +103,7 @@ export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
         tx.insert(inferenceKeys).values(row).run()
         writeRule(tx, row.id, rule)
       })
-      onWrite()
+      onWrite({ table: 'keys', id: row.id })
       return this.get(row.workspaceId, row.id)!
     },
     get(workspaceId: string, id: string): KeyWithRule | undefined {
@@ -161,7 +162,7 @@ export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
         }
         if (rule) writeRule(tx, id, rule)
       })
-      onWrite()
+      onWrite({ table: 'keys', id })
       return this.get(workspaceId, id)
     },
     /** Stamps last_used_at for many keys at once (called from the request-log flush). */
@@ -178,7 +179,7 @@ export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
     },
     addMcpServer(row: typeof keyMcpServers.$inferInsert): KeyMcpServerRow {
       const inserted = db.insert(keyMcpServers).values(row).returning().get()
-      onWrite()
+      onWrite({ table: 'keys', id: row.keyId })
       return inserted
     },
     removeMcpServer(keyId: string, serverId: string): boolean {
@@ -187,7 +188,7 @@ export function createInferenceKeyRepository(db: Db, onWrite: () => void) {
         .where(and(eq(keyMcpServers.keyId, keyId), eq(keyMcpServers.id, serverId)))
         .returning({ id: keyMcpServers.id })
         .all()
-      onWrite()
+      onWrite({ table: 'keys', id: keyId })
       return removed.length > 0
     },
   }

@@ -1,15 +1,16 @@
 /** Provider keys and the platform-wide gateway switches. */
 import { and, asc, eq, inArray, sql } from 'drizzle-orm'
 import type { Db } from '../client'
+import type { ConfigChange } from './index'
 import { gatewaySettings, inferenceKeys, providerKeys } from '../schema'
 
 export type ProviderKeyRow = typeof providerKeys.$inferSelect
 
-export function createProviderKeyRepository(db: Db, onWrite: () => void) {
+export function createProviderKeyRepository(db: Db, onWrite: (change?: ConfigChange) => void) {
   return {
     insert(row: typeof providerKeys.$inferInsert): ProviderKeyRow {
       const inserted = db.insert(providerKeys).values(row).returning().get()
-      onWrite()
+      onWrite({ table: 'providers', id: row.id })
       return inserted
     },
     list(workspaceId: string, gateway?: string): ProviderKeyRow[] {
@@ -43,7 +44,7 @@ export function createProviderKeyRepository(db: Db, onWrite: () => void) {
         .where(and(eq(providerKeys.workspaceId, workspaceId), eq(providerKeys.id, id)))
         .returning()
         .get()
-      onWrite()
+      onWrite({ table: 'providers', id })
       return updated
     },
     /**

@@ -1,6 +1,7 @@
 /** Workspaces, members and management keys. */
 import { and, count, eq } from 'drizzle-orm'
 import type { Db } from '../client'
+import type { ConfigChange } from './index'
 import { managementKeys, members, workspaces } from '../schema'
 
 export type WorkspaceRow = typeof workspaces.$inferSelect
@@ -14,11 +15,11 @@ export interface WorkspaceSettingsPatch {
   suspended?: boolean
 }
 
-export function createWorkspaceRepository(db: Db, onWrite: () => void) {
+export function createWorkspaceRepository(db: Db, onWrite: (change?: ConfigChange) => void) {
   return {
     insert(row: { id: string; name: string; kind: string; createdAt: string }): WorkspaceRow {
       const inserted = db.insert(workspaces).values(row).returning().get()
-      onWrite()
+      onWrite({ table: 'workspaces', id: row.id })
       return inserted
     },
     get(id: string): WorkspaceRow | undefined {
@@ -38,12 +39,12 @@ export function createWorkspaceRepository(db: Db, onWrite: () => void) {
       if (patch.suspended !== undefined) values.suspended = patch.suspended
       if (Object.keys(values).length === 0) return this.get(id)
       const updated = db.update(workspaces).set(values).where(eq(workspaces.id, id)).returning().get()
-      onWrite()
+      onWrite({ table: 'workspaces', id })
       return updated
     },
     addMember(row: { id: string; workspaceId: string; email: string; createdAt: string }): MemberRow {
       const inserted = db.insert(members).values(row).returning().get()
-      onWrite()
+      onWrite({ table: 'none' })
       return inserted
     },
     listMembers(workspaceId: string): MemberRow[] {
@@ -54,7 +55,7 @@ export function createWorkspaceRepository(db: Db, onWrite: () => void) {
     },
     insertManagementKey(row: typeof managementKeys.$inferInsert): ManagementKeyRow {
       const inserted = db.insert(managementKeys).values(row).returning().get()
-      onWrite()
+      onWrite({ table: 'none' })
       return inserted
     },
     findManagementKeysByPrefix(prefix: string): ManagementKeyRow[] {
@@ -65,7 +66,7 @@ export function createWorkspaceRepository(db: Db, onWrite: () => void) {
     },
     setManagementKeyReadOnly(id: string, readOnly: boolean): ManagementKeyRow | undefined {
       const updated = db.update(managementKeys).set({ readOnly }).where(eq(managementKeys.id, id)).returning().get()
-      onWrite()
+      onWrite({ table: 'none' })
       return updated
     },
     countManagementKeys(workspaceId: string): { total: number; readOnly: number } {

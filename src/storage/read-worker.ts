@@ -1,21 +1,24 @@
 /**
- * The usage queries' thread (see usage-reader.ts): its own read-only connection answers
- * `GET /usage/summary|series|breakdown` (and their MCP tools), so a query over a month of a large
- * request log never holds the event loop that serves inference.
+ * The read thread (see read-thread.ts): its own read-only connection answers the usage queries
+ * (`GET /usage/summary|series|breakdown` and their MCP tools) and reads a configuration snapshot's
+ * rows, so neither a month of a large request log nor 10,000 keys ever holds the event loop that
+ * serves inference.
  */
 import { Database } from 'bun:sqlite'
 import { drizzle } from 'drizzle-orm/bun-sqlite'
 import * as schema from './schema'
 import type { Db } from './client'
 import { createRequestLogRepository } from './repositories/request-logs'
-import { runUsageQuery, type UsageQuery } from './usage-reader'
+import { runRead, type ReadQuery, type ReadSources } from './read-thread'
+import { SnapshotRowReader } from './snapshot-rows'
 
 declare const self: Worker
 
-type Command = { type: 'open'; path: string } | { type: 'query'; id: number; query: UsageQuery } | { type: 'close' }
+type Command = { type: 'open'; path: string } | { type: 'query'; id: number; query: ReadQuery } | { type: 'close' }
 
 let database: Database | undefined
-let logs: ReturnType<typeof createRequestLogRepository> | undefined
+let sources: ReadSources | undefined
+const rows = new SnapshotRowReader()
 
 self.onmessage = (event: MessageEvent<Command>) => {
   const command = event.data
@@ -23,7 +26,7 @@ self.onmessage = (event: MessageEvent<Command>) => {
     try {
       database = new Database(command.path, { readonly: true, strict: true })
       database.exec('PRAGMA busy_timeout = 5000')
-      logs = createRequestLogRepository(drizzle(database, { schema }) as Db)
+      sources = { logs: createRequestLogRepository(drizzle(database, { schema }) as Db), sqlite: database }
       self.postMessage({ type: 'opened' })
     } catch (error) {
       self.postMessage({ type: 'failed', error: error instanceof Error ? error.message : String(error) })
@@ -32,7 +35,7 @@ self.onmessage = (event: MessageEvent<Command>) => {
   }
   if (command.type === 'query') {
     try {
-      self.postMessage({ type: 'answer', id: command.id, result: runUsageQuery(logs!, command.query) })
+      self.postMessage({ type: 'answer', id: command.id, result: runRead(sources!, rows, command.query) })
     } catch (error) {
       self.postMessage({ type: 'answer', id: command.id, error: error instanceof Error ? error.message : String(error) })
     }
