@@ -16,6 +16,9 @@ import { inferenceKeys, providerKeys, routingTargets } from '../src/storage/sche
 import type { RequestLogRow } from '../src/storage/repositories/request-logs'
 import { usageBreakdown, usageSeries, usageSummary } from '../src/management/usage'
 import type { Actor } from '../src/management/context'
+import { drain, load, managementClient, percentile, readLine, type Child } from '../scripts/bench/children'
+
+const repoRoot = join(import.meta.dir, '..')
 
 export interface ScaleLine {
   what: string
@@ -170,18 +173,118 @@ async function usageQueries(lines: ScaleLine[], maxRows: number) {
   }
 }
 
-export async function runScale(maxRows = 10_000_000): Promise<ScaleLine[]> {
+/**
+ * Inference p99 while the configuration changes and while usage queries run (the issue: "inference
+ * p99 unchanged (± 10%) while either happens"). The router runs as it is run (scripts/start, its own
+ * process) beside the benchmark's mock upstream, with 10,000 inference keys and 1,000 provider keys
+ * and `rowCount` request-log rows written from another connection, as the CLI writes. The load is
+ * the closed-loop generator at c=16 on a key of its own. Three kinds of window, interleaved round by
+ * round so drift cancels: nothing else; a management write (PATCH of a key's label through the API)
+ * every 250 ms; the three usage queries over 30 days at once, every 250 ms. (Back to back, the
+ * usage queries keep one of this machine's two cores busy, and inference slows for want of CPU,
+ * not of the event loop.)
+ */
+async function inferenceWhileChanging(lines: ScaleLine[], rowCount: number, windowMs: number) {
+  const dataDir = mkdtempSync(join(tmpdir(), 'router-scale-load-'))
+  const masterKey = Buffer.alloc(32, 5).toString('base64')
+  const children: Child[] = []
+  try {
+    const upstream = Bun.spawn(['bun', join(repoRoot, 'scripts/bench/upstream.ts')], { stdout: 'pipe', stderr: 'inherit' })
+    children.push(upstream)
+    const upstreamUrl = `http://127.0.0.1:${(await readLine(upstream, /port (\d+)/))[1]}`
+    drain(upstream)
+    const router = Bun.spawn([join(repoRoot, 'scripts/start')], {
+      stdout: 'pipe',
+      stderr: 'pipe',
+      env: { ...process.env, PORT: '0', RT_DATA_DIR: dataDir, RT_MASTER_KEY: masterKey, RT_LOG_LEVEL: 'warn', RT_SKIP_INSTALL: '1', RT_GATEWAY_URL_OPENAI: `${upstreamUrl}/ok/v1` },
+    })
+    children.push(router)
+    const managementKey = (await readLine(router, /management key: (rt_mgmt_\S+)/, 60_000, 'stderr'))[1]!
+    drain(router, 'stderr')
+    const routerUrl = `http://127.0.0.1:${(await readLine(router, /listening on http:\/\/127\.0\.0\.1:(\d+)/))[1]}`
+    drain(router)
+    const admin = managementClient(routerUrl, managementKey)
+    const provider = await admin('POST', '/api/v1/providers', { gateway: 'openai', key: 'sk-scale-load' })
+    const loaded = await admin('POST', '/api/v1/keys', { name: 'scale load', routing: { targets: [{ provider_key_id: provider.id }] } })
+    const written = await admin('POST', '/api/v1/keys', { name: 'scale written', routing: { targets: [{ provider_key_id: provider.id }] } })
+
+    const seeding = createRuntime(loadConfig({ RT_DATA_DIR: dataDir, RT_MASTER_KEY: masterKey, RT_LOG_LEVEL: 'error' }), { logger: silentLogger })
+    try {
+      const workspaceId = seeding.repositories.workspaces.listAll()[0]!.id
+      seedKeys(seeding, workspaceId, 10_000)
+      seedLogRows(seeding, workspaceId, rowCount)
+    } finally {
+      seeding.reads.close()
+      seeding.storage.close()
+    }
+    const target = {
+      url: `${routerUrl}/v1/chat/completions`,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${loaded.key}` },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Say something about foxes.' }], max_tokens: 200 }),
+      concurrency: 16,
+    }
+    // Warm-up: the router has rebuilt for the seeded keys, the JIT and the usage thread are warm.
+    await load({ ...target, durationMs: 1500 })
+    await admin('GET', '/api/v1/usage/summary?range=30d')
+
+    // Four a second: more than a dashboard or an operator sends.
+    const everyMs = 250
+    const kinds = {
+      quiet: async () => {},
+      writes: async (round: number, index: number) => {
+        await admin('PATCH', `/api/v1/keys/${written.id}`, { name: `scale written ${round}.${index}` })
+        await Bun.sleep(everyMs)
+      },
+      usage: async () => {
+        await Promise.all([admin('GET', '/api/v1/usage/summary?range=30d'), admin('GET', '/api/v1/usage/series?range=30d'), admin('GET', '/api/v1/usage/breakdown?range=30d&by=model')])
+        await Bun.sleep(everyMs)
+      },
+    }
+    const latencies: Record<keyof typeof kinds, number[]> = { quiet: [], writes: [], usage: [] }
+    const happened: Record<keyof typeof kinds, number> = { quiet: 0, writes: 0, usage: 0 }
+    for (let round = 0; round < 3; round++) {
+      for (const kind of Object.keys(kinds) as (keyof typeof kinds)[]) {
+        let running = true
+        const background = (async () => {
+          for (let index = 0; running && kind !== 'quiet'; index++) {
+            await kinds[kind](round, index)
+            happened[kind]++
+          }
+        })()
+        const result = await load({ ...target, durationMs: windowMs })
+        running = false
+        await background
+        for (const value of result.latencies) latencies[kind].push(value)
+      }
+    }
+    const size = `10,000 keys, ${rowCount.toLocaleString('en')} rows`
+    const quiet = percentile(latencies.quiet, 99)
+    lines.push({ what: 'inference p99 at c=16, nothing else running', size, ms: quiet })
+    lines.push({ what: `inference p99 at c=16, a key written through the API every ${everyMs} ms (${happened.writes} writes)`, size, ms: percentile(latencies.writes, 99) })
+    lines.push({ what: `inference p99 at c=16, the three usage queries every ${everyMs} ms (${happened.usage} times)`, size, ms: percentile(latencies.usage, 99) })
+  } finally {
+    for (const child of children) child.kill()
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+/** `windowMs`: the length of one load window of the inference curves (3 rounds of 3 windows). */
+export async function runScale(maxRows = 10_000_000, windowMs = 2500): Promise<ScaleLine[]> {
   const lines: ScaleLine[] = []
   await snapshotRebuilds(lines)
   await usageQueries(lines, maxRows)
+  await inferenceWhileChanging(lines, Math.min(maxRows, 1_000_000), windowMs)
   return lines
 }
 
 export function scaleTable(lines: readonly ScaleLine[]): string {
-  return ['| what | size | ms (median of 5) |', '|---|---|---:|', ...lines.map((line) => `| ${line.what} | ${line.size} | ${line.ms.toFixed(2)} |`)].join('\n')
+  return ['| what | size | ms |', '|---|---|---:|', ...lines.map((line) => `| ${line.what} | ${line.size} | ${line.ms.toFixed(2)} |`)].join('\n')
 }
 
 if (import.meta.main) {
-  const index = process.argv.indexOf('--scale-rows')
-  process.stdout.write(scaleTable(await runScale(index === -1 ? undefined : Number(process.argv[index + 1]))) + '\n')
+  const argument = (name: string) => {
+    const index = process.argv.indexOf(name)
+    return index === -1 ? undefined : Number(process.argv[index + 1])
+  }
+  process.stdout.write(scaleTable(await runScale(argument('--scale-rows'), argument('--scale-window-ms'))) + '\n')
 }

@@ -21,9 +21,9 @@ export async function readLine(child: Child, pattern: RegExp, timeoutMs = 60_000
   throw new Error(`timed out waiting for ${pattern}: ${buffer.slice(-500)}`)
 }
 
-export function drain(child: Child) {
+export function drain(child: Child, from: 'stdout' | 'stderr' = 'stdout') {
   void (async () => {
-    const reader = (child.stdout as ReadableStream<Uint8Array>).getReader()
+    const reader = (child[from] as ReadableStream<Uint8Array>).getReader()
     while (!(await reader.read()).done) {}
   })()
 }
@@ -51,3 +51,17 @@ export const percentile = (values: number[], p: number) => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 }
 
+
+/** A management API client for the router at `url`: answers `data`, throws on a non-2xx answer. */
+export function managementClient(url: string, managementKey: string) {
+  return async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(url + path, {
+      method,
+      headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    const json = (await response.json()) as { data: any }
+    if (!response.ok) throw new Error(`${method} ${path}: ${JSON.stringify(json)}`)
+    return json.data
+  }
+}

@@ -23,7 +23,7 @@ import type { SecretBox } from './crypto'
 import type { ConfigChange } from './repositories'
 import type { StoredRemap, StoredRule } from './repositories/inference-keys'
 import type { ReadThread } from './read-thread'
-import { SnapshotRowReader, SnapshotRowStore, type KnownPrices, type SnapshotRows } from './snapshot-rows'
+import { SnapshotRowReader, SnapshotRowStore, type KeyRow, type KnownPrices, type ProviderRow, type SnapshotRows, type WorkspaceRow } from './snapshot-rows'
 
 export interface ProviderEntry {
   id: string
@@ -128,54 +128,55 @@ type SmallTables = Pick<SnapshotRows, 'gatewaySettings' | 'catalogs' | 'modelIds
 type Deps = { storage: Storage; reads: ReadThread; secretBox: SecretBox; config: Config; logger: Logger }
 
 /**
- * Turns a snapshot's rows (the store's tables, the read's small tables) into its maps, reusing the
- * caches' entries; returns the caches to keep.
+ * Makes a snapshot's entries from rows, reusing what earlier builds made (`previous`) and keeping
+ * what it used in `current`, the caches the next build starts from.
  */
-function buildSnapshot(store: SnapshotRowStore, rows: SmallTables, known: KnownPrices, previous: Caches, deps: Deps): { snapshot: Snapshot; caches: Caches } {
-  const { secretBox, config, logger } = deps
-  const caches: Caches = { secrets: new Map(), allowlists: new Map(), prices: new Map(), catalogs: new Map() }
-  const allowlist = (json: string): CompiledAllowlist => {
-    let compiled = caches.allowlists.get(json)
+class EntryMaker {
+  readonly current: Caches = { secrets: new Map(), allowlists: new Map(), prices: new Map(), catalogs: new Map() }
+
+  constructor(
+    private readonly previous: Caches,
+    private readonly deps: Deps,
+  ) {}
+
+  private allowlist(json: string): CompiledAllowlist {
+    let compiled = this.current.allowlists.get(json)
     if (compiled) return compiled
-    compiled = previous.allowlists.get(json) ?? compileAllowlist(JSON.parse(json) as string[])
-    caches.allowlists.set(json, compiled)
+    compiled = this.previous.allowlists.get(json) ?? compileAllowlist(JSON.parse(json) as string[])
+    this.current.allowlists.set(json, compiled)
     return compiled
   }
-  const workspaces = new Map<string, WorkspaceEntry>()
-  for (const row of store.workspaces.values()) {
-    workspaces.set(row.id, { id: row.id, suspended: row.suspended === 1, allowlist: allowlist(row.allowedIps), steeringMessage: row.steeringMessage, captureBodies: row.captureBodies === 1 })
+
+  workspace(row: WorkspaceRow): WorkspaceEntry {
+    return { id: row.id, suspended: row.suspended === 1, allowlist: this.allowlist(row.allowedIps), steeringMessage: row.steeringMessage, captureBodies: row.captureBodies === 1 }
   }
-  const providers = new Map<string, ProviderEntry>()
-  for (const row of store.providers.values()) {
+
+  /** Undefined for an unknown gateway kind or a secret that cannot be decrypted (logged). */
+  provider(row: ProviderRow): ProviderEntry | undefined {
     const gateway = findGateway(row.gateway)
-    if (!gateway) continue
-    let secret = caches.secrets.get(row.secretCiphertext) ?? previous.secrets.get(row.secretCiphertext)
+    if (!gateway) return undefined
+    let secret = this.current.secrets.get(row.secretCiphertext) ?? this.previous.secrets.get(row.secretCiphertext)
     if (secret === undefined) {
       try {
-        secret = secretBox.decrypt(row.secretCiphertext)
+        secret = this.deps.secretBox.decrypt(row.secretCiphertext)
       } catch {
-        logger.error('provider_secret_unreadable', { provider_key_id: row.id })
-        continue
+        this.deps.logger.error('provider_secret_unreadable', { provider_key_id: row.id })
+        return undefined
       }
     }
-    caches.secrets.set(row.secretCiphertext, secret)
-    providers.set(row.id, {
+    this.current.secrets.set(row.secretCiphertext, secret)
+    return {
       id: row.id,
       workspaceId: row.workspaceId,
       gateway,
       secret,
-      baseUrl: providerBaseUrl(gateway, config.gatewayUrlOverrides, JSON.parse(row.config) as Record<string, unknown>),
+      baseUrl: providerBaseUrl(gateway, this.deps.config.gatewayUrlOverrides, JSON.parse(row.config) as Record<string, unknown>),
       disabled: row.disabled === 1,
       postHeaders: { json: authHeaders(gateway, secret, 'application/json'), stream: authHeaders(gateway, secret, 'text/event-stream') },
-    })
+    }
   }
-  const keysByPrefix = new Map<string, KeyEntry[]>()
-  const add = (prefix: string, entry: KeyEntry) => {
-    const list = keysByPrefix.get(prefix)
-    if (list) list.push(entry)
-    else keysByPrefix.set(prefix, [entry])
-  }
-  for (const key of store.keys.values()) {
+
+  key(key: KeyRow): KeyEntry {
     const previousUntil = key.previousSecretUntil ? Date.parse(key.previousSecretUntil) : undefined
     const rule: StoredRule = {
       strategy: key.strategy === 'split' ? 'split' : 'priority',
@@ -183,7 +184,7 @@ function buildSnapshot(store: SnapshotRowStore, rows: SmallTables, known: KnownP
       remaps: key.remaps.map((remap): StoredRemap => ({ ...remap, enabled: remap.enabled === 1 })),
       decisioner: key.decisioner ? (JSON.parse(key.decisioner) as Record<string, unknown>) : null,
     }
-    const entry: KeyEntry = {
+    return {
       id: key.id,
       workspaceId: key.workspaceId,
       apiShape: key.apiShape,
@@ -193,7 +194,7 @@ function buildSnapshot(store: SnapshotRowStore, rows: SmallTables, known: KnownP
           ? { hash: key.previousSecretHash, untilMs: previousUntil, untilIso: key.previousSecretUntil }
           : undefined,
       revoked: key.revoked === 1,
-      allowlist: allowlist(key.allowedIps),
+      allowlist: this.allowlist(key.allowedIps),
       steeringMessage: key.steeringMessage,
       failoverTtfbMs: key.failoverTtfbMs,
       upstreamTimeoutMs: key.upstreamTimeoutMs,
@@ -202,9 +203,38 @@ function buildSnapshot(store: SnapshotRowStore, rows: SmallTables, known: KnownP
       rule,
       mcpServers: key.mcpServers.length === 0 ? noMcpServers : key.mcpServers,
     }
-    add(key.keyPrefix, entry)
-    if (entry.previous && key.previousKeyPrefix && key.previousKeyPrefix !== key.keyPrefix) add(key.previousKeyPrefix, entry)
   }
+}
+
+/** The prefixes a key is found by: its own, and the rotated-out secret's while that still works. */
+function keyPrefixes(row: KeyRow, entry: KeyEntry): string[] {
+  return entry.previous && row.previousKeyPrefix && row.previousKeyPrefix !== row.keyPrefix ? [row.keyPrefix, row.previousKeyPrefix] : [row.keyPrefix]
+}
+
+function addKey(keysByPrefix: Map<string, KeyEntry[]>, row: KeyRow, entry: KeyEntry) {
+  for (const prefix of keyPrefixes(row, entry)) {
+    const list = keysByPrefix.get(prefix)
+    if (list) list.push(entry)
+    else keysByPrefix.set(prefix, [entry])
+  }
+}
+
+/**
+ * Turns a snapshot's rows (the store's tables, the read's small tables) into its maps, reusing the
+ * caches' entries; returns the caches to keep.
+ */
+function buildSnapshot(store: SnapshotRowStore, rows: SmallTables, known: KnownPrices, previous: Caches, deps: Deps): { snapshot: Snapshot; caches: Caches } {
+  const make = new EntryMaker(previous, deps)
+  const caches = make.current
+  const workspaces = new Map<string, WorkspaceEntry>()
+  for (const row of store.workspaces.values()) workspaces.set(row.id, make.workspace(row))
+  const providers = new Map<string, ProviderEntry>()
+  for (const row of store.providers.values()) {
+    const entry = make.provider(row)
+    if (entry) providers.set(row.id, entry)
+  }
+  const keysByPrefix = new Map<string, KeyEntry[]>()
+  for (const row of store.keys.values()) addKey(keysByPrefix, row, make.key(row))
   const gatewayEnabled = new Map<string, boolean>()
   for (const row of rows.gatewaySettings) gatewayEnabled.set(row.gateway, row.enabled === 1)
 
@@ -243,12 +273,47 @@ function buildSnapshot(store: SnapshotRowStore, rows: SmallTables, known: KnownP
   return { snapshot: { keysByPrefix, workspaces, providers, gatewayEnabled, catalogs, budgets, tokenCache: new Map(), planCache: new Map(), planCacheSize: 0 }, caches }
 }
 
+/**
+ * The snapshot after one row changed, made in constant time: the row's entry replaced in the maps,
+ * which are changed in place (the serving thread does nothing between a request's reads of them, and
+ * a request keeps the entries it already took), and a new snapshot object with empty token and plan
+ * caches, so no token or plan of the old entry is used again. `before`: the key's row until now.
+ */
+function patchSnapshot(snapshot: Snapshot, store: SnapshotRowStore, change: Exclude<ConfigChange, { table: 'none' }>, before: KeyRow | undefined, make: EntryMaker, caches: Caches): Snapshot {
+  if (change.table === 'workspaces') {
+    const row = store.workspaces.get(change.id)
+    if (row) snapshot.workspaces.set(row.id, make.workspace(row))
+    else snapshot.workspaces.delete(change.id)
+  } else if (change.table === 'providers') {
+    const row = store.providers.get(change.id)
+    const entry = row && make.provider(row)
+    if (entry) snapshot.providers.set(change.id, entry)
+    else snapshot.providers.delete(change.id)
+  } else {
+    if (before) {
+      for (const prefix of [before.keyPrefix, before.previousKeyPrefix]) {
+        const list = prefix === null ? undefined : snapshot.keysByPrefix.get(prefix)
+        if (!list) continue
+        const kept = list.filter((entry) => entry.id !== change.id)
+        if (kept.length) snapshot.keysByPrefix.set(prefix!, kept)
+        else snapshot.keysByPrefix.delete(prefix!)
+      }
+    }
+    const row = store.keys.get(change.id)
+    if (row) addKey(snapshot.keysByPrefix, row, make.key(row))
+  }
+  // What the entry used joins the caches the next full build starts from.
+  for (const [name, cache] of Object.entries(make.current) as [keyof Caches, Map<string, never>][]) {
+    for (const [key, value] of cache) (caches[name] as Map<string, never>).set(key, value)
+  }
+  return { ...snapshot, tokenCache: new Map(), planCache: new Map(), planCacheSize: 0 }
+}
+
 export function createSnapshotStore(deps: Deps): SnapshotStore {
   let snapshot: Snapshot | undefined
   let caches: Caches = { secrets: new Map(), allowlists: new Map(), prices: new Map(), catalogs: new Map() }
   /** The rows the snapshot was built from, kept so a rebuild receives only what changed. */
   const rowStore = new SnapshotRowStore()
-  let smallTables: SmallTables | undefined
   /** This connection's data_version when the swapped snapshot's rows were asked for. */
   let seenVersion = -1
   /** The configuration counter of the swapped snapshot's rows. */
@@ -277,7 +342,7 @@ export function createSnapshotStore(deps: Deps): SnapshotStore {
     const next = buildSnapshot(rowStore, rows, known, caches, deps)
     snapshot = next.snapshot
     caches = next.caches
-    smallTables = { ...rows, pricedModels: [] }
+
     seenVersion = version
     seenConfigVersion = rows.configVersion
     built = Math.max(built, target)
@@ -414,13 +479,12 @@ export function createSnapshotStore(deps: Deps): SnapshotStore {
    * or owed: its rows could be older than the patch, so the write waits for a rebuild as others do.
    */
   const patch = (change: Exclude<ConfigChange, { table: 'none' }>): boolean => {
-    if (building || wanted > built || retryTimer || !smallTables) return false
+    if (building || wanted > built || retryTimer || !snapshot) return false
     try {
       const configVersion = deps.storage.configVersion()
+      const before = change.table === 'keys' ? rowStore.keys.get(change.id) : undefined
       rowStore.patch(deps.storage.sqlite, change)
-      const next = buildSnapshot(rowStore, smallTables, knownPrices(), caches, deps)
-      snapshot = next.snapshot
-      caches = next.caches
+      snapshot = patchSnapshot(snapshot, rowStore, change, before, new EntryMaker(caches, deps), caches)
       buildCount++
       // This write's bump alone since the rows were read: nothing else to read. Otherwise another
       // connection wrote as well, and the next look at data_version rebuilds for it.
