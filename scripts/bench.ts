@@ -84,7 +84,8 @@ const gcLog = {
   collections: [] as { at: number; full: boolean; maxPauseMs: number }[],
   current: { full: false, maxPauseMs: 0 },
   read(line: string): boolean {
-    if (!line.includes('[GC<') && !line.startsWith('Requesting GC') && line !== 'GC END!') return false
+    // The log's own lines, and the pieces of one that another write to stderr broke in two.
+    if (!/\[GC<|^Requesting GC|^GC END!| p=[\d.]+ms|=> \d+kb|v=\d+kb/.test(line)) return false
     if (line.includes(': START ')) this.current = { full: line.includes('FullCollection'), maxPauseMs: 0 }
     for (const pause of line.matchAll(/ p=([\d.]+)ms/g)) this.current.maxPauseMs = Math.max(this.current.maxPauseMs, Number(pause[1]))
     if (/ END\]/.test(line)) this.collections.push({ at: performance.now(), ...this.current })
@@ -366,7 +367,8 @@ async function main() {
       router,
       dataDir,
       restart: async () => {
-        const restarted = Bun.spawn([join(repoRoot, 'scripts/start')], { stdout: 'pipe', stderr: 'inherit', env: routerEnvironment })
+        const { BUN_JSC_logGC: _gcLog, ...quietEnvironment } = routerEnvironment
+        const restarted = Bun.spawn([join(repoRoot, 'scripts/start')], { stdout: 'pipe', stderr: 'inherit', env: quietEnvironment })
         children.push(restarted)
         await readLine(restarted, /listening on http:\/\/127\.0\.0\.1:(\d+)/)
         drain(restarted)
