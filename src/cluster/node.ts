@@ -182,8 +182,8 @@ export class ClusterNode {
     Object.assign(runtime.storage, fresh)
     Object.assign(
       runtime.repositories,
-      createRepositories(runtime.storage, () => {
-        for (const listener of runtime.onConfigWrite) listener()
+      createRepositories(runtime.storage, (change) => {
+        for (const listener of runtime.onConfigWrite) listener(change)
       }),
     )
     old()

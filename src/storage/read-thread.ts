@@ -52,7 +52,15 @@ export function createReadThread(dbPath: string, inPlace: () => ReadSources, thr
       thread.onmessage = (event: MessageEvent<Reply>) => {
         const reply = event.data
         if (reply.type === 'opened') resolve()
-        else if (reply.type === 'failed') reject(new Error(`The read thread could not open the database: ${reply.error}`))
+        else if (reply.type === 'failed') {
+          reject(new Error(`The read thread could not open the database: ${reply.error}`))
+          // The next read starts a new thread (the database may be there by then).
+          thread.terminate()
+          if (worker === thread) {
+            worker = undefined
+            opened = undefined
+          }
+        }
         else if (reply.type === 'answer') {
           const pending = waiting.get(reply.id)
           waiting.delete(reply.id)

@@ -120,11 +120,18 @@ const queries = {
   configVersion: 'select version from config_version where id = 1',
 } as const
 
-/** What the serving thread asks for: changes since `base` (null: everything), and the prices it holds. */
+/**
+ * What the serving thread asks for: changes since `base` (null: everything), the prices it holds,
+ * and the rows it patched itself since (each sent again, or its removal, whatever the reader sent
+ * last: the database may since hold what the reader sent, a patch ago).
+ */
 export interface SnapshotRowsRequest {
   base: number | null
   known: KnownPrices
+  patched: Record<PatchedTable, string[]>
 }
+
+type PatchedTable = 'workspaces' | 'providers' | 'keys'
 
 /** Reads a snapshot's rows in one read transaction and sends what changed since the asker's state. */
 export class SnapshotRowReader {
@@ -136,6 +143,10 @@ export class SnapshotRowReader {
     const all = <T>(sql: string, ...parameters: string[]) => sqlite.query<T, string[]>(sql).all(...parameters)
     const full = request.base === null || request.base !== this.token
     if (full) for (const table of Object.values(this.sent)) table.clear()
+    else {
+      // Never equal to a row's JSON: a patched row is sent whatever it holds, or removed if gone.
+      for (const table of Object.keys(this.sent) as PatchedTable[]) for (const id of request.patched[table]) this.sent[table].set(id, '')
+    }
     return sqlite.transaction((): SnapshotRows => {
       const catalogs = all<SnapshotRows['catalogs'][number]>(queries.catalogs)
       const pricedModels: SnapshotRows['pricedModels'] = []
@@ -213,9 +224,13 @@ export class SnapshotRowStore {
   readonly workspaces = new Map<string, WorkspaceRow>()
   readonly providers = new Map<string, ProviderRow>()
   readonly keys = new Map<string, KeyRow>()
+  private patched: Record<PatchedTable, Set<string>> = { workspaces: new Set(), providers: new Set(), keys: new Set() }
 
+  /** The next read's request (it carries, and so forgets, the rows patched since the last one). */
   request(known: KnownPrices): SnapshotRowsRequest {
-    return { base: this.token, known }
+    const patched = { workspaces: [...this.patched.workspaces], providers: [...this.patched.providers], keys: [...this.patched.keys] }
+    for (const ids of Object.values(this.patched)) ids.clear()
+    return { base: this.token, known, patched }
   }
 
   /** Applies changes read for this copy's state; false (and the copy dropped) for changes read for another. */
@@ -238,8 +253,8 @@ export class SnapshotRowStore {
 
   /**
    * Reads again, on `sqlite` (this thread's connection: one row is microseconds), the one row a
-   * write of this process touched. The reader's next changes still apply: it sends that row again
-   * (it differs from what the reader sent), which is no older than this.
+   * write of this process touched. The next request names it, so the reader sends it again (or its
+   * removal) with its next changes, which are no older than this.
    */
   patch(sqlite: Database, change: Exclude<ConfigChange, { table: 'none' }>) {
     const where = ' where id = ?'
@@ -250,6 +265,7 @@ export class SnapshotRowStore {
     const table: Map<string, { id: string }> = this[change.table]
     if (one) table.set(change.id, one)
     else table.delete(change.id)
+    this.patched[change.table].add(change.id)
   }
 
   /** The next read sends everything. */

@@ -290,6 +290,9 @@ function patchSnapshot(snapshot: Snapshot, store: SnapshotRowStore, change: Excl
     if (entry) snapshot.providers.set(change.id, entry)
     else snapshot.providers.delete(change.id)
   } else {
+    // The new entry made first: a row that cannot be made leaves the maps as they were.
+    const row = store.keys.get(change.id)
+    const entry = row && make.key(row)
     if (before) {
       for (const prefix of [before.keyPrefix, before.previousKeyPrefix]) {
         const list = prefix === null ? undefined : snapshot.keysByPrefix.get(prefix)
@@ -299,8 +302,7 @@ function patchSnapshot(snapshot: Snapshot, store: SnapshotRowStore, change: Excl
         else snapshot.keysByPrefix.delete(prefix!)
       }
     }
-    const row = store.keys.get(change.id)
-    if (row) addKey(snapshot.keysByPrefix, row, make.key(row))
+    if (row && entry) addKey(snapshot.keysByPrefix, row, entry)
   }
   // What the entry used joins the caches the next full build starts from.
   for (const [name, cache] of Object.entries(make.current) as [keyof Caches, Map<string, never>][]) {
@@ -314,10 +316,12 @@ export function createSnapshotStore(deps: Deps): SnapshotStore {
   let caches: Caches = { secrets: new Map(), allowlists: new Map(), prices: new Map(), catalogs: new Map() }
   /** The rows the snapshot was built from, kept so a rebuild receives only what changed. */
   const rowStore = new SnapshotRowStore()
-  /** This connection's data_version when the swapped snapshot's rows were asked for. */
-  let seenVersion = -1
-  /** The configuration counter of the swapped snapshot's rows. */
-  let seenConfigVersion = -1
+  /**
+   * This connection's data_version and the configuration counter as of the last look that the
+   * snapshot, or the rebuild under way, covers: a commit after it is another connection's change.
+   */
+  let lookedVersion = -1
+  let lookedConfigVersion = -1
   /** Changes known (own writes, noticed commits), counted; `built` is how many the snapshot covers. */
   let wanted = 0
   let built = 0
@@ -331,20 +335,22 @@ export function createSnapshotStore(deps: Deps): SnapshotStore {
   let poll: ReturnType<typeof setInterval> | undefined
   let closed = false
 
+  /** Notes the versions a rebuild starting now will cover. */
+  const look = () => {
+    lookedVersion = deps.storage.dataVersion()
+    lookedConfigVersion = deps.storage.configVersion()
+  }
   const knownPrices = (): KnownPrices => {
     const known: KnownPrices = {}
     for (const [gateway, entry] of caches.prices) known[gateway] = entry.fetchedAt
     return known
   }
-  const swap = (rows: SnapshotRows, known: KnownPrices, version: number, target: number) => {
+  const swap = (rows: SnapshotRows, known: KnownPrices, target: number) => {
     // Changes read for another state than the rows held: read again, whole (the waiters go on waiting).
     if (!rowStore.apply(rows)) return false
     const next = buildSnapshot(rowStore, rows, known, caches, deps)
     snapshot = next.snapshot
     caches = next.caches
-
-    seenVersion = version
-    seenConfigVersion = rows.configVersion
     built = Math.max(built, target)
     buildCount++
     lastFailure = undefined
@@ -353,9 +359,9 @@ export function createSnapshotStore(deps: Deps): SnapshotStore {
   /** The first snapshot, before anything was served: read in place. */
   const buildNow = (): Snapshot => {
     const known = knownPrices()
-    const version = deps.storage.dataVersion()
+    look()
     rowStore.forget()
-    swap(new SnapshotRowReader().read(deps.storage.sqlite, rowStore.request(known)), known, version, wanted)
+    swap(new SnapshotRowReader().read(deps.storage.sqlite, rowStore.request(known)), known, wanted)
     follow()
     return snapshot!
   }
@@ -375,15 +381,21 @@ export function createSnapshotStore(deps: Deps): SnapshotStore {
     if (building || closed || retryTimer) return
     building = true
     const target = wanted
-    // Read before the thread reads: a commit this connection saw is in the rows the thread reads.
-    const version = deps.storage.dataVersion()
+    // Looked before the thread reads: a commit this connection saw is in the rows the thread reads.
+    try {
+      look()
+    } catch (error) {
+      building = false
+      rowStore.forget()
+      return failed(error)
+    }
     const known = knownPrices()
     deps.reads.ask<SnapshotRows>({ op: 'snapshot', request: rowStore.request(known) }).then(
       (rows) => {
         building = false
         let swapped: boolean
         try {
-          swapped = swap(rows, known, version, target)
+          swapped = swap(rows, known, target)
         } catch (error) {
           rowStore.forget()
           return failed(error)
@@ -419,18 +431,20 @@ export function createSnapshotStore(deps: Deps): SnapshotStore {
    * too; they cost these two small reads and no rebuild. True when a rebuild is wanted.
    */
   const noticeCommits = (): boolean => {
-    if (snapshot === undefined || building || wanted > built) return wanted > built
+    if (snapshot === undefined) return false
     try {
       const version = deps.storage.dataVersion()
-      if (version === seenVersion) return false
-      if (deps.storage.configVersion() === seenConfigVersion) {
-        seenVersion = version
-        return false
-      }
+      if (version === lookedVersion) return wanted > built
+      lookedVersion = version
+      const configVersion = deps.storage.configVersion()
+      if (configVersion === lookedConfigVersion) return wanted > built
+      lookedConfigVersion = configVersion
     } catch (error) {
       failed(error)
       return false
     }
+    // Also while a rebuild is under way: its rows may have been read before this commit, so the
+    // rebuild that follows it (see rebuild) covers it, and a waiting request waits for that one.
     wanted++
     rebuild()
     return true
@@ -486,9 +500,9 @@ export function createSnapshotStore(deps: Deps): SnapshotStore {
       rowStore.patch(deps.storage.sqlite, change)
       snapshot = patchSnapshot(snapshot, rowStore, change, before, new EntryMaker(caches, deps), caches)
       buildCount++
-      // This write's bump alone since the rows were read: nothing else to read. Otherwise another
+      // This write's bump alone since the last look: nothing else to read. Otherwise another
       // connection wrote as well, and the next look at data_version rebuilds for it.
-      if (configVersion === seenConfigVersion + 1) seenConfigVersion = configVersion
+      if (configVersion === lookedConfigVersion + 1) lookedConfigVersion = configVersion
     } catch (error) {
       rowStore.forget()
       failed(error)

@@ -184,7 +184,7 @@ describe('the snapshot follows the database between requests', () => {
     await using server = await startTestServer()
     const key = await createInferenceKey(server)
     expect(key.id).toBeString()
-    // The key's own rebuild done first.
+    // The snapshot built (the key's write was patched into it).
     await server.runtime.snapshots.fresh()
     const builds = server.runtime.snapshots.builds()
     const waits = server.runtime.snapshots.requestWaits()

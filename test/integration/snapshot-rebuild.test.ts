@@ -73,6 +73,7 @@ test('a write is seen by the very next request: its own row read again at once, 
   expect(revoked.status).toBe(401)
   expect(((await revoked.json()) as any).error.code).toBe('revoked_api_key')
   expect(readsHere).toBe(1)
+  expect(server.runtime.snapshots.builds()).toBeGreaterThan(patches + 1)
 })
 
 const dirs: string[] = []
@@ -150,6 +151,27 @@ test('the reader sends only the rows that changed since the state the store hold
   expect(after.keys.upsert.map((key) => key.id)).toEqual(['k4'])
   expect(after.keys.remove).toEqual(['k5'])
   expect(store.keys.get('k4')!.steeringMessage).toBe('be brief')
+
+  // A row this process added and patched in, then deleted without a patch (a delete that cascades
+  // is rebuilt, not patched): the reader never sent it, and still reports it gone.
+  sqlite.run("insert into provider_keys (id, workspace_id, gateway, secret_ciphertext, key_last4, created_at) values ('p2', 'w1', 'groq', 'y', 'wxyz', ?)", [now])
+  store.patch(sqlite, { table: 'providers', id: 'p2' })
+  expect(store.providers.has('p2')).toBe(true)
+  sqlite.run("delete from provider_keys where id = 'p2'")
+  const gone = read()
+  expect(store.apply(gone)).toBe(true)
+  expect(gone.providers.remove).toEqual(['p2'])
+  expect(store.providers.has('p2')).toBe(false)
+
+  // A value patched in, then set back by another connection to what the reader last sent: sent again.
+  sqlite.run("update workspaces set suspended = 1 where id = 'w1'")
+  store.patch(sqlite, { table: 'workspaces', id: 'w1' })
+  expect(store.workspaces.get('w1')!.suspended).toBe(1)
+  sqlite.run("update workspaces set suspended = 0 where id = 'w1'")
+  const reverted = read()
+  expect(store.apply(reverted)).toBe(true)
+  expect(reverted.workspaces.upsert.map((workspace) => [workspace.id, workspace.suspended])).toEqual([['w1', 0]])
+  expect(store.workspaces.get('w1')!.suspended).toBe(0)
   readonly.close()
   storage.close()
 })
