@@ -28,5 +28,6 @@ test('bun run bench --scale prints the snapshot rebuild, usage query and inferen
     'inference p99 at c=16, a key written through the API every 250 ms (N writes) @ 10,000 keys, 10,000 rows',
     'inference p99 at c=16, the three usage queries every 250 ms (N times) @ 10,000 keys, 10,000 rows',
   ])
-  for (const [what, size, ms] of rows) expect([what, size, Number(ms) > 0 && Number.isFinite(Number(ms))]).toEqual([what, size, true])
+  // Times are positive; a stall of the serving thread may round to 0.00.
+  for (const [what, size, ms] of rows) expect([what, size, (what!.includes('stall') ? Number(ms) >= 0 : Number(ms) > 0) && Number.isFinite(Number(ms))]).toEqual([what, size, true])
 }, 120_000)
