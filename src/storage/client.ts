@@ -1,5 +1,5 @@
 /** Opens the SQLite database (WAL, foreign keys) with drizzle and applies db/migrations. */
-import { Database } from 'bun:sqlite'
+import { Database, type Statement } from 'bun:sqlite'
 import { is } from 'drizzle-orm'
 import { drizzle, type BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
 import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'
@@ -10,6 +10,44 @@ import { applyMigrations } from './migrations'
 import { workerEntry } from '../worker-entry'
 
 export type Db = BunSQLiteDatabase<typeof schema> & { $client: Database }
+
+/**
+ * The connection as drizzle's session sees it, with compiled statements kept by SQL text. drizzle's
+ * bun-sqlite session prepares every query anew, and SQLite compiling the same SQL again was a sixth
+ * of a management request's time. A statement runs synchronously to its end, so one is never used
+ * twice at once. Bounded: the oldest is dropped (not finalized: a drizzle prepared query may hold it).
+ */
+class StatementCache {
+  private readonly statements = new Map<string, Statement>()
+
+  constructor(private readonly sqlite: Database) {}
+
+  prepare(sql: string): Statement {
+    let statement = this.statements.get(sql)
+    if (statement) return statement
+    statement = this.sqlite.prepare(sql)
+    if (this.statements.size >= statementCacheSize) this.statements.delete(this.statements.keys().next().value!)
+    this.statements.set(sql, statement)
+    return statement
+  }
+
+  exec(sql: string) {
+    this.sqlite.exec(sql)
+  }
+
+  transaction<A extends unknown[], R>(run: (...args: A) => R) {
+    return this.sqlite.transaction(run)
+  }
+}
+
+const statementCacheSize = 512
+
+/** drizzle over `sqlite` with the statement cache; `$client` is the connection itself. */
+export function drizzleOn(sqlite: Database): Db {
+  const db = drizzle(new StatementCache(sqlite) as unknown as Database, { schema }) as Db
+  db.$client = sqlite
+  return db
+}
 
 
 /** Every column holding ciphertext under the master key: by the schema's naming rule, `…_ciphertext`. */
@@ -87,7 +125,7 @@ export function openStorage(path: string, options: OpenOptions = {}): Storage {
   sqlite.exec('PRAGMA foreign_keys = ON')
   sqlite.exec('PRAGMA busy_timeout = 5000')
   sqlite.exec('PRAGMA synchronous = NORMAL')
-  const db = drizzle(sqlite, { schema }) as Db
+  const db = drizzleOn(sqlite)
   if (options.migrate !== false) applyMigrations(db)
   const versionQuery = sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
   sqlite.exec('insert or ignore into config_version (id, version) values (1, 0)')
@@ -110,7 +148,7 @@ function openReadonly(path: string): Storage {
   const sqlite = new Database(path, { readonly: true, strict: true })
   sqlite.exec('PRAGMA busy_timeout = 5000')
   sqlite.exec('PRAGMA query_only = 1')
-  const db = drizzle(sqlite, { schema }) as Db
+  const db = drizzleOn(sqlite)
   const versionQuery = sqlite.prepare<{ data_version: number }, []>('PRAGMA data_version')
   const configQuery = sqlite.prepare<{ version: number }, []>('select version from config_version where id = 1')
   const record = createMasterKeyRecord(sqlite)

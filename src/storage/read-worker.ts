@@ -5,9 +5,7 @@
  * serves inference.
  */
 import { Database } from 'bun:sqlite'
-import { drizzle } from 'drizzle-orm/bun-sqlite'
-import * as schema from './schema'
-import type { Db } from './client'
+import { drizzleOn } from './client'
 import { createRequestLogRepository } from './repositories/request-logs'
 import { runRead, type ReadQuery, type ReadSources } from './read-thread'
 import { SnapshotRowReader } from './snapshot-rows'
@@ -26,7 +24,7 @@ self.onmessage = (event: MessageEvent<Command>) => {
     try {
       database = new Database(command.path, { readonly: true, strict: true })
       database.exec('PRAGMA busy_timeout = 5000')
-      sources = { logs: createRequestLogRepository(drizzle(database, { schema }) as Db), sqlite: database }
+      sources = { logs: createRequestLogRepository(drizzleOn(database)), sqlite: database }
       self.postMessage({ type: 'opened' })
     } catch (error) {
       self.postMessage({ type: 'failed', error: error instanceof Error ? error.message : String(error) })

@@ -7,6 +7,13 @@ import { gatewaySettings, inferenceKeys, providerKeys } from '../schema'
 export type ProviderKeyRow = typeof providerKeys.$inferSelect
 
 export function createProviderKeyRepository(db: Db, onWrite: (change?: ConfigChange) => void) {
+  // Read by every key the management API shows: compiled once (drizzle builds its SQL on every call otherwise).
+  const workspaceProviders = db
+    .select()
+    .from(providerKeys)
+    .where(eq(providerKeys.workspaceId, sql.placeholder('workspaceId')))
+    .orderBy(asc(providerKeys.createdAt), asc(providerKeys.id))
+    .prepare()
   return {
     insert(row: typeof providerKeys.$inferInsert): ProviderKeyRow {
       const inserted = db.insert(providerKeys).values(row).returning().get()
@@ -14,10 +21,13 @@ export function createProviderKeyRepository(db: Db, onWrite: (change?: ConfigCha
       return inserted
     },
     list(workspaceId: string, gateway?: string): ProviderKeyRow[] {
-      const condition = gateway
-        ? and(eq(providerKeys.workspaceId, workspaceId), eq(providerKeys.gateway, gateway))
-        : eq(providerKeys.workspaceId, workspaceId)
-      return db.select().from(providerKeys).where(condition).orderBy(asc(providerKeys.createdAt), asc(providerKeys.id)).all()
+      if (!gateway) return workspaceProviders.all({ workspaceId })
+      return db
+        .select()
+        .from(providerKeys)
+        .where(and(eq(providerKeys.workspaceId, workspaceId), eq(providerKeys.gateway, gateway)))
+        .orderBy(asc(providerKeys.createdAt), asc(providerKeys.id))
+        .all()
     },
     get(workspaceId: string, id: string): ProviderKeyRow | undefined {
       return db

@@ -1,5 +1,5 @@
 /** Workspaces, members and management keys. */
-import { and, count, eq } from 'drizzle-orm'
+import { and, count, eq, sql } from 'drizzle-orm'
 import type { Db } from '../client'
 import type { ConfigChange } from './index'
 import { managementKeys, members, workspaces } from '../schema'
@@ -16,6 +16,8 @@ export interface WorkspaceSettingsPatch {
 }
 
 export function createWorkspaceRepository(db: Db, onWrite: (change?: ConfigChange) => void) {
+  // Every management request's authentication: compiled once (drizzle builds its SQL on every call otherwise).
+  const managementKeysByPrefix = db.select().from(managementKeys).where(eq(managementKeys.prefix, sql.placeholder('prefix'))).prepare()
   return {
     insert(row: { id: string; name: string; kind: string; createdAt: string }): WorkspaceRow {
       const inserted = db.insert(workspaces).values(row).returning().get()
@@ -59,7 +61,7 @@ export function createWorkspaceRepository(db: Db, onWrite: (change?: ConfigChang
       return inserted
     },
     findManagementKeysByPrefix(prefix: string): ManagementKeyRow[] {
-      return db.select().from(managementKeys).where(eq(managementKeys.prefix, prefix)).all()
+      return managementKeysByPrefix.all({ prefix })
     },
     getManagementKey(id: string): ManagementKeyRow | undefined {
       return db.select().from(managementKeys).where(eq(managementKeys.id, id)).get()
