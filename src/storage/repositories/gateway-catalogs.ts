@@ -1,5 +1,5 @@
 /** Crawled model catalogs and learned first-byte budgets per gateway. */
-import { and, eq, sql } from 'drizzle-orm'
+import { eq } from 'drizzle-orm'
 import type { Db } from '../client'
 import type { ConfigChange } from './index'
 import { gatewayBudgets, gatewayCatalogs, gatewayModels } from '../schema'
@@ -26,17 +26,6 @@ export function createGatewayCatalogRepository(db: Db, onWrite: (change?: Config
     },
     listModels() {
       return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId, canonicalId: gatewayModels.canonicalId, object: gatewayModels.object }).from(gatewayModels).all()
-    },
-    /** One gateway's stored objects that carry a price (a text match: most listings have none), for the snapshot's prices. */
-    listPricedModels(gateway: string) {
-      return db
-        .select({ modelId: gatewayModels.modelId, object: gatewayModels.object })
-        .from(gatewayModels)
-        .where(and(eq(gatewayModels.gateway, gateway), sql`instr(${gatewayModels.object}, '"pricing"') > 0`))
-        .all()
-    },
-    listModelIds() {
-      return db.select({ gateway: gatewayModels.gateway, modelId: gatewayModels.modelId }).from(gatewayModels).all()
     },
     listBudgets() {
       return db.select().from(gatewayBudgets).all()

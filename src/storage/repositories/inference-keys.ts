@@ -72,17 +72,14 @@ export function createInferenceKeyRepository(db: Db, onWrite: (change?: ConfigCh
   const remapsOfKey = db.select().from(modelRemaps).where(eq(modelRemaps.keyId, sql.placeholder('keyId'))).orderBy(asc(modelRemaps.position)).prepare()
   /**
    * The keys with their rules. Targets and remaps are grouped by key in one pass (a filter per key
-   * made the snapshot's rebuild quadratic: 2.3 s for 10,000 keys); `all` reads every rule without
-   * naming the keys.
+   * is quadratic: it made a rebuild of 10,000 keys take 2.3 s).
    */
-  function rulesFor(keys: InferenceKeyRow[], all = false): KeyWithRule[] {
+  function rulesFor(keys: InferenceKeyRow[]): KeyWithRule[] {
     if (keys.length === 0) return []
     const ids = keys.map((key) => key.id)
-    const one = !all && ids.length === 1 ? { keyId: ids[0]! } : undefined
-    const targetQuery = db.select().from(routingTargets)
-    const remapQuery = db.select().from(modelRemaps)
-    const targets = one ? targetsOfKey.all(one) : (all ? targetQuery : targetQuery.where(inArray(routingTargets.keyId, ids))).orderBy(asc(routingTargets.position)).all()
-    const remaps = one ? remapsOfKey.all(one) : (all ? remapQuery : remapQuery.where(inArray(modelRemaps.keyId, ids))).orderBy(asc(modelRemaps.position)).all()
+    const one = ids.length === 1 ? { keyId: ids[0]! } : undefined
+    const targets = one ? targetsOfKey.all(one) : db.select().from(routingTargets).where(inArray(routingTargets.keyId, ids)).orderBy(asc(routingTargets.position)).all()
+    const remaps = one ? remapsOfKey.all(one) : db.select().from(modelRemaps).where(inArray(modelRemaps.keyId, ids)).orderBy(asc(modelRemaps.position)).all()
     const targetsByKey = new Map<string, StoredTarget[]>()
     for (const { keyId, providerKeyId, weight, ttfbMs } of targets) {
       const list = targetsByKey.get(keyId)
@@ -134,9 +131,6 @@ export function createInferenceKeyRepository(db: Db, onWrite: (change?: ConfigCh
         .all()
       return rulesFor(keys)
     },
-    listAllWithRules(): KeyWithRule[] {
-      return rulesFor(db.select().from(inferenceKeys).all(), true)
-    },
     listIds(workspaceId: string, ids: string[]): string[] {
       if (ids.length === 0) return []
       return db
@@ -175,10 +169,6 @@ export function createInferenceKeyRepository(db: Db, onWrite: (change?: ConfigCh
     touchLastUsed(entries: { keyId: string; at: string }[]) {
       if (entries.length === 0) return
       touchBatch(entries)
-    },
-    /** Every attached MCP server, for the snapshot (in attach order per key). */
-    listAllMcpServers(): KeyMcpServerRow[] {
-      return db.select().from(keyMcpServers).orderBy(asc(keyMcpServers.createdAt), asc(keyMcpServers.id)).all()
     },
     listMcpServers(keyId: string): KeyMcpServerRow[] {
       return db.select().from(keyMcpServers).where(eq(keyMcpServers.keyId, keyId)).orderBy(asc(keyMcpServers.createdAt)).all()

@@ -76,9 +76,6 @@ export function createProviderKeyRepository(db: Db, onWrite: (change?: ConfigCha
       onWrite()
       return removed.length > 0
     },
-    listGatewaySettings(): (typeof gatewaySettings.$inferSelect)[] {
-      return db.select().from(gatewaySettings).all()
-    },
     setGatewayEnabled(gateway: string, enabled: boolean, now: string) {
       const row = db
         .insert(gatewaySettings)
