@@ -31,12 +31,35 @@ if ! command -v bun >/dev/null 2>&1; then
   export PATH="$repo_root/.tools/node_modules/.bin:$PATH"
 fi
 
+# The browser tests (test/harness/browser.ts) drive Debian's Chromium. A full install puts it there
+# with apt when it is missing and we may (root or passwordless sudo); otherwise, or when apt fails,
+# one line says those tests will be skipped and the set-up goes on. RT_TEST_CHROMIUM names another.
+install_test_browser() {
+  if [ -n "${RT_TEST_CHROMIUM:-}" ] || [ -x /usr/bin/chromium ] || [ -x /usr/bin/chromium-browser ]; then return 0; fi
+  local sudo=""
+  if [ "$(id -u)" != "0" ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then sudo="sudo -n"; else sudo="none"; fi
+  fi
+  if [ "$sudo" != "none" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium with apt-get for the browser tests" >&2
+    local apt="$sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq -o Acquire::Retries=0 -o Acquire::http::Timeout=20"
+    # Missing package lists (a fresh container) fail the first try; fetch them and try once more.
+    if $apt install -y --no-install-recommends chromium >/dev/null 2>&1 \
+      || { $apt update >/dev/null 2>&1 && $apt install -y --no-install-recommends chromium >/dev/null 2>&1; }; then
+      return 0
+    fi
+  fi
+  echo "setup: no Chromium at /usr/bin/chromium and it could not be installed (apt install chromium); the browser tests will be skipped" >&2
+  return 0
+}
+
 # Written after a full install; node_modules/ going away takes it along.
 full_install_marker="$repo_root/node_modules/.router-full-install"
 if [ "${RT_SKIP_INSTALL:-0}" != "1" ]; then
   if [ "$install_mode" = "full" ]; then
     bun install --frozen-lockfile >&2
     touch "$full_install_marker"
+    install_test_browser
   elif [ -f "$full_install_marker" ]; then
     # A full install (scripts/test) is already here, and the production packages are a subset of
     # it: keep it whole rather than prune the dev packages the next test run would put back. The

@@ -1,0 +1,113 @@
+/**
+ * Browser tests: Debian's Chromium driven by playwright-core (no browser download). Pages load only
+ * from loopback: any other host is aborted and recorded, so a test can assert the page needs no
+ * network. Console errors and uncaught page errors are recorded for the test to assert empty.
+ *
+ * Skipping when there is no Chromium (./scripts/test installs it with apt when it can):
+ *
+ *   const chromium = requireBrowser('the dashboard browser tests')   // prints one line when missing
+ *   describe.skipIf(!chromium)('dashboard', () => { ... })
+ */
+import { existsSync, mkdirSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+
+const repoRoot = resolve(import.meta.dir, '../..')
+
+/** Where saveScreenshot() writes (git-ignored). */
+export const artifactsDir = join(repoRoot, 'test/artifacts')
+
+/** Flags for a headless Chromium that never reaches out to Google (the machine has loopback only). */
+export const chromiumFlags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+
+/** The page sizes the tests use: a laptop screen and a phone (mobile viewport, touch). */
+export const viewports = {
+  desktop: { viewport: { width: 1280, height: 800 }, isMobile: false, hasTouch: false },
+  phone: { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true, deviceScaleFactor: 2 },
+} as const
+export type ViewportName = keyof typeof viewports
+
+/** The Chromium to drive: RT_TEST_CHROMIUM when set (undefined when that file is missing), else Debian's. */
+export function findChromium(): string | undefined {
+  const chosen = process.env.RT_TEST_CHROMIUM
+  if (chosen) return existsSync(chosen) ? chosen : undefined
+  return ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((path) => existsSync(path))
+}
+
+/** Whether a Chromium was found when this module loaded. */
+export const browserAvailable = findChromium() !== undefined
+
+/**
+ * The Chromium path, or undefined after printing one line that `tests` are skipped and how to get a
+ * browser. For `describe.skipIf(!requireBrowser('…'))`.
+ */
+export function requireBrowser(tests: string): string | undefined {
+  const path = findChromium()
+  if (!path) {
+    const where = process.env.RT_TEST_CHROMIUM ? `RT_TEST_CHROMIUM=${process.env.RT_TEST_CHROMIUM}` : '/usr/bin/chromium'
+    console.log(`skipped: no Chromium at ${where} (apt install chromium) — ${tests} need one`)
+  }
+  return path
+}
+
+/**
+ * A headless Chromium with chromiumFlags. Playwright adds its own switches and a fresh temp
+ * --user-data-dir, removed again by browser.close(). Throws when no Chromium is found.
+ */
+export async function launchBrowser(executablePath = findChromium()): Promise<Browser> {
+  if (!executablePath) throw new Error('no Chromium found (set RT_TEST_CHROMIUM or apt install chromium)')
+  return chromium.launch({ executablePath, headless: true, args: chromiumFlags })
+}
+
+/** A page in its own context, with what went wrong on it so far. */
+export interface OpenedPage {
+  page: Page
+  context: BrowserContext
+  /** Console messages of type 'error' and uncaught page errors, as text. */
+  errors: string[]
+  /** URLs of requests to hosts other than loopback, which were aborted. */
+  blocked: string[]
+  /** Closes the page's context. */
+  close(): Promise<void>
+}
+
+const loopbackHosts = new Set(['127.0.0.1', 'localhost', '[::1]'])
+
+/**
+ * Opens `url` (when given; else about:blank) in a new context at the `size` preset. A blocked
+ * request's own "Failed to load resource" console line is left out of `errors` (it is in `blocked`).
+ */
+export async function openPage(browser: Browser, url?: string, size: ViewportName = 'desktop'): Promise<OpenedPage> {
+  const context = await browser.newContext({ ...viewports[size] })
+  const errors: string[] = []
+  const blocked: string[] = []
+  await context.route('**/*', (route) => {
+    const requested = route.request().url()
+    if (loopbackHosts.has(new URL(requested).hostname)) return route.continue()
+    blocked.push(requested)
+    return route.abort('blockedbyclient')
+  })
+  // WebSockets bypass route(): never connected to a non-loopback server, only recorded.
+  await context.routeWebSocket((address) => !loopbackHosts.has(address.hostname), (socket) => {
+    blocked.push(socket.url())
+    return socket.close()
+  })
+  const page = await context.newPage()
+  page.on('console', (message) => {
+    if (message.type() !== 'error') return
+    const { url: source } = message.location()
+    if (blocked.includes(source) && message.text().startsWith('Failed to load resource')) return
+    errors.push(`console.error: ${message.text()}${source ? ` (${source})` : ''}`)
+  })
+  page.on('pageerror', (error) => errors.push(`pageerror: ${error.message}`))
+  if (url) await page.goto(url)
+  return { page, context, errors, blocked, close: () => context.close() }
+}
+
+/** A full-page PNG at test/artifacts/<name> (.png added when missing); returns its path. */
+export async function saveScreenshot(page: Page, name: string): Promise<string> {
+  mkdirSync(artifactsDir, { recursive: true })
+  const path = join(artifactsDir, name.endsWith('.png') ? name : `${name}.png`)
+  await page.screenshot({ path, fullPage: true })
+  return path
+}
