@@ -95,14 +95,14 @@ export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
 }
 
 /**
- * Requests that write: every management call but a read, and the whole Batch API (a batch is the
+ * Requests that write: every management call but a read (the dashboard's own too), and the whole Batch API (a batch is the
  * primary's: even reading one may record the gateway's progress, and its webhooks go from there).
  */
 export function isReplicaWrite(request: Request): boolean {
   const url = request.url
   const pathStart = url.indexOf('/', url.indexOf('//') + 2)
   const method = request.method
-  if (url.startsWith('/api/v1/', pathStart)) return method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS'
+  if (url.startsWith('/api/v1/', pathStart) || url.startsWith('/dashboard/api/', pathStart)) return method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS'
   return url.startsWith('/v1/batches', pathStart) && (url.length === pathStart + 11 || '/?'.includes(url[pathStart + 11]!))
 }
 

@@ -63,9 +63,10 @@ async function main(args: readonly string[]) {
   }
   const config = loadConfig()
   // Loaded after the argument check, so `--help` answers before the dependencies are installed.
-  const [{ createRuntime }, { buildApp, createErrorHandler, createFetchHandler }, { createWorkspace }, { ClusterNode, waitForDatabase }, { readRole }, { createLogger }] = await Promise.all([
+  const [{ createRuntime }, { buildApp, createErrorHandler, createFetchHandler }, { dashboardPageRoutes }, { createWorkspace }, { ClusterNode, waitForDatabase }, { readRole }, { createLogger }] = await Promise.all([
     import('./runtime'),
     import('./app'),
+    import('./api/dashboard'),
     import('./management/workspaces'),
     import('./cluster/node'),
     import('./cluster/role'),
@@ -117,6 +118,8 @@ async function main(args: readonly string[]) {
       // stalled batch upload (two minutes, RT_BATCH_UPLOAD_IDLE_MS) gets its 408 before Bun closes.
       idleTimeout: 130,
       development: false,
+      // The dashboard's page and its bundled assets (src/dashboard/), on the app role.
+      routes: dashboardPageRoutes(config),
       fetch: createFetchHandler(app, runtime),
       error: createErrorHandler(runtime),
     })

@@ -1,10 +1,20 @@
 /**
- * The app host's pages outside /api/v1: the live model translation table (GET /api/model-map) and a
- * small read-only dashboard at `/` that reads the management API with a management key the user
- * pastes (kept in the tab's sessionStorage, never sent anywhere but this origin).
+ * The app host's pages outside /api/v1: the live model translation table (GET /api/model-map), the
+ * dashboard at `/` (src/dashboard/, bundled by Bun from its HTML and served with its assets by
+ * Bun.serve's routes) and the dashboard's own calls under /dashboard/api: the actions SPEC leaves to
+ * the dashboard, behind the same management-key authentication and rules as /api/v1.
  */
 import { Elysia } from 'elysia'
+import dashboardPage from '../dashboard/index.html'
 import type { AppDeps } from './deps'
+import type { Config } from '../config/env'
+import { managementAuth } from './admin/auth'
+import { readManagementJson } from './admin/index'
+import { accountSnapshot } from '../management/account'
+import { getKey, rotateKey } from '../management/keys'
+import { recentRequests } from '../management/requests'
+import { badRequest } from '../management/errors'
+import { isPlainObject } from '../management/context'
 import { catalogStaleAfterMs } from '../gateways/model-catalog'
 import { pricingOfStoredObject } from '../gateways/model-prices'
 
@@ -26,56 +36,40 @@ export function modelMap(deps: AppDeps) {
   }))
 }
 
-const page = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>Router dashboard</title>
-<style>
-body{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1d1d1f}
-h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}table{border-collapse:collapse;width:100%}
-th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd;vertical-align:top}th{background:#f5f5f7}
-code{font:12px ui-monospace,monospace}.muted{color:#6e6e73}#error{color:#b00020}input{width:28rem;padding:.3rem}
-</style></head><body>
-<h1>Router dashboard</h1>
-<p><label>Management key <input id="key" type="password" placeholder="rt_mgmt_…" autocomplete="off"></label>
-<button id="load">Load</button> <span id="error"></span></p>
-<div id="out" class="muted">Paste a management key to see this workspace. Changes are made with the API, the MCP endpoint or the operator CLI.</div>
-<script>
-const $ = (id) => document.getElementById(id)
-const esc = (value) => String(value ?? '').replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c])
-const table = (rows, columns) => rows.length ? '<table><tr>' + columns.map((c) => '<th>' + esc(c[0]) + '</th>').join('') + '</tr>' +
-  rows.map((row) => '<tr>' + columns.map((c) => '<td>' + c[1](row) + '</td>').join('') + '</tr>').join('') + '</table>' : '<p class="muted">none</p>'
-async function api(path) {
-  const response = await fetch('/api/v1' + path, { headers: { authorization: 'Bearer ' + $('key').value.trim() } })
-  const body = await response.json()
-  if (!response.ok) throw new Error(body.error || response.statusText)
-  return body.data
+/** Bun.serve's routes for the dashboard page and its bundled assets: on the app role only (CONTRACT §2). */
+export function dashboardPageRoutes(config: Pick<Config, 'role'>): Record<string, typeof dashboardPage> {
+  return config.role === 'all' || config.role === 'app' ? { '/': dashboardPage } : {}
 }
-async function load() {
-  $('error').textContent = ''
-  sessionStorage.setItem('router-key', $('key').value.trim())
-  try {
-    const [account, keys, summary, byGateway] = await Promise.all([api('/account'), api('/keys'), api('/usage/summary?range=24h'), api('/usage/breakdown?by=gateway&range=24h')])
-    $('out').className = ''
-    $('out').innerHTML =
-      '<h2>Workspace ' + esc(account.workspace.name) + '</h2><p class="muted">' + esc(account.workspace.id) + ' · ' +
-      account.inference_keys.live + ' live keys, ' + account.inference_keys.revoked + ' revoked · ' + account.members.total + ' members</p>' +
-      '<h2>Last 24 hours</h2><p>' + summary.requests + ' requests · ' + summary.errors + ' errors (' + summary.errorRate + '%) · average latency ' +
-      summary.avgLatency + ' ms · average router overhead ' + summary.avgOverhead + ' ms</p>' +
-      table(byGateway, [['gateway', (r) => esc(r.name)], ['requests', (r) => r.requests]]) +
-      '<h2>Inference keys</h2>' + table(keys, [['label', (k) => esc(k.label)], ['prefix', (k) => '<code>' + esc(k.key_prefix) + '…</code>'], ['shape', (k) => esc(k.api_shape)],
-        ['routing', (k) => esc(k.routing.strategy) + ': ' + k.routing.targets.map((t) => esc(t.gateway)).join(', ')], ['last used', (k) => esc(k.last_used_at ?? '–')], ['revoked', (k) => esc(k.revoked_at ?? '')]]) +
-      '<h2>Provider keys</h2>' + table(account.provider_keys, [['label', (p) => esc(p.label)], ['gateway', (p) => esc(p.gateway)], ['key', (p) => '<code>…' + esc(p.key_last4) + '</code>'], ['disabled', (p) => esc(p.disabled_at ?? '')]])
-  } catch (error) {
-    $('error').textContent = error.message
-  }
-}
-$('load').onclick = load
-$('key').value = sessionStorage.getItem('router-key') || ''
-if ($('key').value) load()
-</script></body></html>`
+
+const data = <T>(value: T) => ({ data: value })
 
 export function dashboardRoutes(deps: AppDeps) {
   return new Elysia({ name: 'dashboard' })
-    .get('/', () => new Response(page, { headers: { 'content-type': 'text/html; charset=utf-8' } }), { detail: { hide: true } })
     .get('/api/model-map', () => ({ data: modelMap(deps) }), { detail: { hide: true } })
+    .use(dashboardApiRoutes(deps))
+}
+
+/** The dashboard's own calls. Not part of the public API: hidden from the OpenAPI document. */
+function dashboardApiRoutes(deps: AppDeps) {
+  return new Elysia({ prefix: '/dashboard/api', name: 'dashboard-api', normalize: false })
+    .parser('managementJson', readManagementJson)
+    .use(managementAuth(deps))
+    // Who signed in: the workspace and whether the key may write (a read-only key sees no write control).
+    .get('/session', ({ actor }) => data({ workspace: accountSnapshot(deps, actor).workspace, read_only: actor.readOnly }), { detail: { hide: true } })
+    .get('/requests', async ({ actor, request }) => {
+      const search = new URL(request.url).searchParams
+      const text = (name: string) => search.get(name) ?? undefined
+      return data(await recentRequests(deps, actor, { range: text('range'), api_key_id: text('api_key_id'), status: text('status'), model: text('model') }))
+    }, { detail: { hide: true } })
+    // Rotation with a grace window (SPEC: the previous secret keeps working until grace_until); the new key is shown once.
+    .post(
+      '/keys/:id/rotate',
+      ({ actor, params, body }) => {
+        getKey(deps, actor, params.id)
+        const grace = isPlainObject(body) ? body.grace_seconds : undefined
+        if (grace !== undefined && typeof grace !== 'number') throw badRequest('Invalid grace_seconds: expected a whole number of 0 or more.')
+        return data(rotateKey(deps, params.id, grace))
+      },
+      { parse: ['managementJson'], detail: { hide: true } },
+    )
 }

@@ -123,7 +123,7 @@ export const commands: readonly CommandSpec[] = [
     },
     run: async (runtime, input) => {
       const grace = input.text('grace-seconds')
-      return (await import('../management/keys')).rotateKey(runtime, input.text('id')!, grace === undefined ? 86_400 : Number(grace))
+      return (await import('../management/keys')).rotateKey(runtime, input.text('id')!, grace === undefined ? undefined : Number(grace))
     },
   },
   {

@@ -160,8 +160,11 @@ export function putRouting(deps: ManagementDeps, actor: Actor, id: string, body:
   return presentRule(updated.rule, providerMap(deps, actor))
 }
 
-/** Rotation (CLI): a new secret; the old one keeps working until `grace_until`. */
-export function rotateKey(deps: ManagementDeps, keyId: string, graceSeconds: number) {
+/** How long a rotated-out secret keeps working unless the operator says otherwise: a day. */
+export const defaultRotationGraceSeconds = 86_400
+
+/** Rotation (CLI, dashboard): a new secret; the old one keeps working until `grace_until`. */
+export function rotateKey(deps: ManagementDeps, keyId: string, graceSeconds: number = defaultRotationGraceSeconds) {
   const key = uuidPattern.test(keyId) ? deps.repositories.inferenceKeys.getById(keyId) : undefined
   if (!key) throw notFound(messages.keyNotFound)
   if (key.revokedAt !== null) throw new ManagementError(409, messages.keyRevoked, 'key_revoked')

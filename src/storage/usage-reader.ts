@@ -1,8 +1,9 @@
 /**
- * The usage queries (`GET /usage/summary|series|breakdown` and their MCP tools), answered on the
- * read thread (read-thread.ts). They read hourly roll-ups plus the edge hours' rows.
+ * The usage queries (`GET /usage/summary|series|breakdown` and their MCP tools) and the dashboard's
+ * request explorer, answered on the read thread (read-thread.ts). The usage queries read hourly
+ * roll-ups plus the edge hours' rows; the explorer the newest rows of a window.
  */
-import type { createRequestLogRepository, UsageFilter } from './repositories/request-logs'
+import type { createRequestLogRepository, RecentFilter, UsageFilter } from './repositories/request-logs'
 import type { ReadThread } from './read-thread'
 
 type RequestLogRepository = ReturnType<typeof createRequestLogRepository>
@@ -11,10 +12,12 @@ export type UsageQuery =
   | { op: 'summary'; filter: UsageFilter }
   | { op: 'series'; filter: UsageFilter; bucketMs: number }
   | { op: 'breakdown'; filter: UsageFilter; by: 'model' | 'gateway'; limit: number }
+  | { op: 'recent'; filter: RecentFilter }
 
 export type SummaryRow = ReturnType<RequestLogRepository['summary']>
 export type SeriesRow = ReturnType<RequestLogRepository['series']>[number]
 export type BreakdownRow = ReturnType<RequestLogRepository['breakdown']>[number]
+export type RecentRow = ReturnType<RequestLogRepository['recent']>[number]
 
 export function runUsageQuery(logs: RequestLogRepository, query: UsageQuery): unknown {
   switch (query.op) {
@@ -24,6 +27,8 @@ export function runUsageQuery(logs: RequestLogRepository, query: UsageQuery): un
       return logs.series(query.filter, query.bucketMs)
     case 'breakdown':
       return logs.breakdown(query.filter, query.by, query.limit)
+    case 'recent':
+      return logs.recent(query.filter)
   }
 }
 
@@ -31,6 +36,8 @@ export interface UsageReader {
   summary(filter: UsageFilter): Promise<SummaryRow>
   series(filter: UsageFilter, bucketMs: number): Promise<SeriesRow[]>
   breakdown(filter: UsageFilter, by: 'model' | 'gateway', limit: number): Promise<BreakdownRow[]>
+  /** The request explorer's rows (the dashboard). */
+  recent(filter: RecentFilter): Promise<RecentRow[]>
 }
 
 export function createUsageReader(reads: ReadThread): UsageReader {
@@ -38,5 +45,6 @@ export function createUsageReader(reads: ReadThread): UsageReader {
     summary: (filter) => reads.ask({ op: 'usage', query: { op: 'summary', filter } }),
     series: (filter, bucketMs) => reads.ask({ op: 'usage', query: { op: 'series', filter, bucketMs } }),
     breakdown: (filter, by, limit) => reads.ask({ op: 'usage', query: { op: 'breakdown', filter, by, limit } }),
+    recent: (filter) => reads.ask({ op: 'usage', query: { op: 'recent', filter } }),
   }
 }

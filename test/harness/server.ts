@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { loadConfig } from '../../src/config/env'
 import { createRuntime, type Runtime } from '../../src/runtime'
 import { buildApp, createErrorHandler, createFetchHandler } from '../../src/app'
+import { dashboardPageRoutes } from '../../src/api/dashboard'
 import { createWorkspace } from '../../src/management/workspaces'
 import { silentLogger } from '../../src/observability/logger'
 import { requestJournalDirectory } from '../../src/storage/request-journal'
@@ -40,7 +41,14 @@ export async function startTestServer(environment: Record<string, string> = {}):
   runtime.logQueue.openJournal(requestJournalDirectory(config.dataDir))
   const created = createWorkspace(runtime, 'default')
   const app = buildApp(runtime)
-  const server = Bun.serve({ hostname: '127.0.0.1', port: 0, development: false, fetch: createFetchHandler(app, runtime), error: createErrorHandler(runtime) })
+  const server = Bun.serve({
+    hostname: '127.0.0.1',
+    port: 0,
+    development: false,
+    routes: dashboardPageRoutes(config),
+    fetch: createFetchHandler(app, runtime),
+    error: createErrorHandler(runtime),
+  })
   const rootUrl = `http://127.0.0.1:${server.port}`
 
   const api: TestServer['api'] = (path, init = {}) => {

@@ -43,15 +43,24 @@ describe('app host pages outside /api/v1', () => {
     expect(models['meta-llama/llama-3.1-8b-instruct'].pricing).toBeUndefined()
   })
 
-  test('GET / serves the dashboard page, which reads the management API with a pasted key', async () => {
+  test('GET / serves the dashboard page with its script and stylesheet from this origin (no CDN), and no secret', async () => {
     await using server = await startTestServer()
     const response = await fetch(`${server.rootUrl}/`)
     expect(response.status).toBe(200)
     expect(response.headers.get('content-type')).toContain('text/html')
     const html = await response.text()
-    expect(html).toContain('Management key')
-    expect(html).toContain("fetch('/api/v1' + path")
-    // No secret is embedded in the page.
+    expect(html).toContain('<div id="app">')
+    const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1]!)
+    expect(assets.length).toBeGreaterThanOrEqual(2)
+    for (const asset of assets) {
+      // Relative to this origin: the page loads nothing from elsewhere.
+      expect(asset.startsWith('/')).toBe(true)
+      const loaded = await fetch(`${server.rootUrl}${asset}`)
+      expect(loaded.status).toBe(200)
+      expect(loaded.headers.get('content-type')).toMatch(/javascript|css/)
+      const text = await loaded.text()
+      expect(text).not.toMatch(/https?:\/\/(?!127\.0\.0\.1|localhost|www\.w3\.org)[a-z0-9.-]+\.[a-z]{2,}\/[^"'\s]*\.(js|css|woff2?)/i)
+    }
     expect(html).not.toContain(server.managementKey)
   })
 
@@ -59,5 +68,6 @@ describe('app host pages outside /api/v1', () => {
     await using server = await startTestServer({ RT_ROLE: 'proxy' })
     expect((await fetch(`${server.rootUrl}/`)).status).toBe(404)
     expect((await fetch(`${server.rootUrl}/api/model-map`)).status).toBe(404)
+    expect((await fetch(`${server.rootUrl}/dashboard/api/session`, { headers: { authorization: `Bearer ${server.managementKey}` } })).status).toBe(404)
   })
 })

@@ -58,7 +58,7 @@ const jsonBody = (): ('managementJson' | 'application/json')[] => ['managementJs
 export const managementBodyLimit = 1_000_000
 
 /** Management bodies: JSON of at most 1 MB, counted as read (a chunked body has no length header). */
-async function readManagementJson({ request }: { request: Request }): Promise<unknown> {
+export async function readManagementJson({ request }: { request: Request }): Promise<unknown> {
   if (!request.body) throw new ManagementError(400, 'Request body must be a JSON object.')
   const bytes = await readBodyWithin(request, managementBodyLimit)
   if (bytes === undefined) throw new ManagementError(400, `Request body too large: the limit is ${managementBodyLimit} bytes.`)

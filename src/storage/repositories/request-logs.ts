@@ -11,6 +11,17 @@ export interface UsageFilter {
   keyIds?: string[]
 }
 
+/** The request explorer's filter: a workspace's rows since a time, newest first. */
+export interface RecentFilter {
+  workspaceId: string
+  sinceMs: number
+  keyId?: string
+  /** `ok`: 2xx; `error`: anything else; a number: that status. */
+  status?: 'ok' | 'error' | number
+  model?: string
+  limit: number
+}
+
 const hourMs = 3_600_000
 
 /** One roll-up row's sums for a batch, before it is added to the stored row. */
@@ -174,6 +185,22 @@ export function createRequestLogRepository(db: Db) {
     insertManyIfAbsent(rows: RequestLogRow[]): number {
       if (rows.length === 0) return 0
       return insertIfAbsentBatch(rows)
+    },
+    /** The request explorer: the newest rows matching the filter (through the workspace/time index, newest first). */
+    recent(filter: RecentFilter) {
+      const conditions: SQL[] = [eq(requestLogs.workspaceId, filter.workspaceId), gte(requestLogs.createdAt, filter.sinceMs)]
+      if (filter.keyId !== undefined) conditions.push(eq(requestLogs.keyId, filter.keyId))
+      if (filter.model !== undefined) conditions.push(eq(requestLogs.model, filter.model))
+      if (filter.status === 'ok') conditions.push(gte(requestLogs.status, 200), lt(requestLogs.status, 300))
+      else if (filter.status === 'error') conditions.push(sql`(${requestLogs.status} < 200 or ${requestLogs.status} >= 300)`)
+      else if (filter.status !== undefined) conditions.push(eq(requestLogs.status, filter.status))
+      return db
+        .select()
+        .from(requestLogs)
+        .where(and(...conditions))
+        .orderBy(sql`${requestLogs.createdAt} desc`, sql`${requestLogs.seq} desc`)
+        .limit(filter.limit)
+        .all()
     },
     count(workspaceId?: string): number {
       const query = db.select({ value: count() }).from(requestLogs)

@@ -1,0 +1,93 @@
+/** Usage: the summary, the series as a chart (24h, 7d, 30d, all keys or one) and the breakdowns by model and gateway. */
+import { useMemo, useState } from 'preact/hooks'
+import { api, type InferenceKey, type SeriesItem, type Session, type Summary } from '../api'
+import { TimeChart } from '../chart'
+import { ErrorLine, Table, useLoad } from '../ui'
+
+type Breakdown = { name: string; requests: number }[]
+
+export function OverviewPage(_props: { session: Session }) {
+  const [range, setRange] = useState('24h')
+  const [keyId, setKeyId] = useState('')
+  const keys = useLoad(() => api<InferenceKey[]>('/api/v1/keys'), [])
+  const query = `range=${range}${keyId ? `&api_key_id=${keyId}` : ''}`
+  const usage = useLoad(
+    async () => {
+      const [summary, series, byModel, byGateway] = await Promise.all([
+        api<Summary>(`/api/v1/usage/summary?${query}`),
+        api<SeriesItem[]>(`/api/v1/usage/series?${query}`),
+        api<Breakdown>(`/api/v1/usage/breakdown?by=model&${query}`),
+        api<Breakdown>(`/api/v1/usage/breakdown?by=gateway&${query}`),
+      ])
+      return { summary, series, byModel, byGateway }
+    },
+    [query],
+  )
+  const chart = useMemo(() => {
+    const series = usage.data?.series ?? []
+    return {
+      times: series.map((item) => Date.parse(item.bucket) / 1000),
+      lines: [
+        { label: 'requests', color: '#0a58ca', values: series.map((item) => item.requests) },
+        { label: 'errors', color: '#b00020', values: series.map((item) => item.errors) },
+      ],
+    }
+  }, [usage.data])
+  const summary = usage.data?.summary
+  return (
+    <>
+      <h2>Usage</h2>
+      <div class="toolbar">
+        <label>
+          Range
+          <select value={range} onChange={(event) => setRange(event.currentTarget.value)}>
+            <option value="24h">last 24 hours</option>
+            <option value="7d">last 7 days</option>
+            <option value="30d">last 30 days</option>
+          </select>
+        </label>
+        <label>
+          Key
+          <select value={keyId} onChange={(event) => setKeyId(event.currentTarget.value)}>
+            <option value="">all keys</option>
+            {(keys.data ?? []).map((key) => (
+              <option value={key.id}>{key.label ?? key.key_prefix}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <ErrorLine error={usage.error ?? keys.error} />
+      {summary ? (
+        <div class="cards" data-testid="summary">
+          <Card label="requests" value={summary.requests} />
+          <Card label="errors" value={summary.errors} />
+          <Card label="error rate" value={`${summary.errorRate}%`} />
+          <Card label="average latency" value={`${summary.avgLatency} ms`} />
+          <Card label="average router overhead" value={`${summary.avgOverhead} ms`} />
+          <Card label="models" value={summary.models} />
+        </div>
+      ) : null}
+      <h3>Requests over time</h3>
+      {usage.data ? <TimeChart title={range === '24h' ? 'Requests per hour' : 'Requests per day'} times={chart.times} series={chart.lines} /> : <p class="muted">Loading…</p>}
+      <div class="cards">
+        <div>
+          <h3>By model</h3>
+          <Table rows={usage.data?.byModel ?? []} empty="No requests in this range." columns={[{ title: 'model', cell: (row) => row.name }, { title: 'requests', cell: (row) => row.requests }]} />
+        </div>
+        <div>
+          <h3>By gateway</h3>
+          <Table rows={usage.data?.byGateway ?? []} empty="No requests in this range." columns={[{ title: 'gateway', cell: (row) => row.name }, { title: 'requests', cell: (row) => row.requests }]} />
+        </div>
+      </div>
+    </>
+  )
+}
+
+function Card({ label, value }: { label: string; value: string | number }) {
+  return (
+    <div class="card">
+      <div class="value">{value}</div>
+      <div class="label">{label}</div>
+    </div>
+  )
+}

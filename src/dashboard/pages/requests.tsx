@@ -1,0 +1,138 @@
+/**
+ * The request explorer: recent requests with status, latency and the attempt path
+ * (`groq:server-error > openai:ok`), filtered by key, status and model; a row opens its stage
+ * timings, tokens and, when the workspace captures bodies, the request body.
+ */
+import { useState } from 'preact/hooks'
+import { api, type InferenceKey, type RequestRow, type Session } from '../api'
+import { ErrorLine, Table, useLoad, when } from '../ui'
+
+export function RequestsPage(_props: { session: Session }) {
+  const [range, setRange] = useState('24h')
+  const [keyId, setKeyId] = useState('')
+  const [status, setStatus] = useState('')
+  const [model, setModel] = useState('')
+  const [applied, setApplied] = useState('')
+  const [open, setOpen] = useState<RequestRow>()
+  const keys = useLoad(() => api<InferenceKey[]>('/api/v1/keys'), [])
+  const query = new URLSearchParams({ range, ...(keyId ? { api_key_id: keyId } : {}), ...(status ? { status } : {}), ...(applied ? { model: applied } : {}) }).toString()
+  const requests = useLoad(() => api<RequestRow[]>(`/dashboard/api/requests?${query}`), [query])
+  const keyName = new Map((keys.data ?? []).map((key) => [key.id, key.label ?? key.key_prefix]))
+  return (
+    <>
+      <h2>Requests</h2>
+      <form
+        class="toolbar"
+        onSubmit={(event) => {
+          event.preventDefault()
+          setApplied(model.trim())
+        }}
+      >
+        <label>
+          Range
+          <select value={range} onChange={(event) => setRange(event.currentTarget.value)}>
+            <option value="24h">last 24 hours</option>
+            <option value="7d">last 7 days</option>
+            <option value="30d">last 30 days</option>
+          </select>
+        </label>
+        <label>
+          Key
+          <select value={keyId} onChange={(event) => setKeyId(event.currentTarget.value)}>
+            <option value="">all keys</option>
+            {(keys.data ?? []).map((key) => (
+              <option value={key.id}>{key.label ?? key.key_prefix}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Status
+          <select value={status} onChange={(event) => setStatus(event.currentTarget.value)}>
+            <option value="">any</option>
+            <option value="ok">2xx</option>
+            <option value="error">errors</option>
+          </select>
+        </label>
+        <label>
+          Model
+          <input name="model" value={model} placeholder="openai/gpt-4o-mini" onInput={(event) => setModel(event.currentTarget.value)} />
+        </label>
+        <button type="submit">Filter</button>
+        <button type="button" onClick={requests.reload}>
+          Refresh
+        </button>
+      </form>
+      <ErrorLine error={requests.error} />
+      {open ? <Detail row={open} keyName={keyName.get(open.api_key_id ?? '')} onClose={() => setOpen(undefined)} /> : null}
+      <Table
+        rows={requests.data ?? []}
+        empty={requests.loading ? 'Loading…' : 'No requests match.'}
+        onRow={setOpen}
+        rowLabel={(row) => `Request ${row.id}`}
+        columns={[
+          { title: 'time', cell: (row) => when(row.created_at) },
+          { title: 'key', cell: (row) => keyName.get(row.api_key_id ?? '') ?? <span class="muted">–</span> },
+          { title: 'endpoint', cell: (row) => row.endpoint },
+          { title: 'model', cell: (row) => row.model ?? '–' },
+          { title: 'status', cell: (row) => <span class={`badge ${row.status >= 200 && row.status < 300 ? 'good' : 'bad'}`}>{row.status}</span> },
+          { title: 'latency', cell: (row) => `${row.latency_ms.toFixed(1)} ms` },
+          { title: 'attempts', cell: (row) => <code>{row.attempt_path ?? '–'}</code>, wrap: true },
+        ]}
+      />
+    </>
+  )
+}
+
+function Detail({ row, keyName, onClose }: { row: RequestRow; keyName?: string; onClose: () => void }) {
+  const stages = row.stage_timings ? Object.entries(row.stage_timings) : []
+  return (
+    <section class="detail" aria-label="Request detail">
+      <div class="toolbar" style="justify-content:space-between;margin:0">
+        <strong>
+          Request <code>{row.id}</code>
+        </strong>
+        <button type="button" onClick={onClose}>
+          Close
+        </button>
+      </div>
+      <dl>
+        <dt>time</dt>
+        <dd>{when(row.created_at)}</dd>
+        <dt>key</dt>
+        <dd>{keyName ?? row.api_key_id ?? '–'}</dd>
+        <dt>endpoint</dt>
+        <dd>
+          {row.endpoint}
+          {row.stream ? ' (stream)' : ''}
+        </dd>
+        <dt>model</dt>
+        <dd>
+          {row.model ?? '–'}
+          {row.upstream_model && row.upstream_model !== row.model ? ` → ${row.upstream_model}` : ''}
+        </dd>
+        <dt>gateway</dt>
+        <dd>{row.gateway ?? '–'}</dd>
+        <dt>status</dt>
+        <dd>
+          {row.status}
+          {row.error_code ? ` ${row.error_code}` : ''}
+        </dd>
+        <dt>attempt path</dt>
+        <dd>
+          <code>{row.attempt_path ?? '–'}</code> ({row.attempts} attempt{row.attempts === 1 ? '' : 's'})
+        </dd>
+        <dt>latency</dt>
+        <dd>
+          {row.latency_ms.toFixed(1)} ms{row.ttfb_ms !== null ? `, first byte ${row.ttfb_ms.toFixed(1)} ms` : ''}
+          {row.overhead_ms !== null ? `, router overhead ${row.overhead_ms.toFixed(2)} ms` : ''}
+        </dd>
+        <dt>stage timings</dt>
+        <dd>{stages.length ? stages.map(([stage, ms]) => `${stage} ${Number(ms).toFixed(2)} ms`).join(' · ') : '–'}</dd>
+        <dt>tokens</dt>
+        <dd>{row.input_tokens !== null || row.output_tokens !== null ? `${row.input_tokens ?? '?'} in, ${row.output_tokens ?? '?'} out` : 'not reported'}</dd>
+      </dl>
+      <h3>Request body</h3>
+      {row.request_body !== null ? <pre>{row.request_body}</pre> : <p class="muted">Not captured (body capture is off in the workspace settings).</p>}
+    </section>
+  )
+}

@@ -1,0 +1,118 @@
+/** The dashboard's shared pieces: loading data, error lines, tables, the secret shown once. */
+import type { ComponentChildren } from 'preact'
+import { useCallback, useEffect, useState } from 'preact/hooks'
+import { ApiError } from './api'
+
+/** Loads with `load` whenever `deps` change; `reload` loads again (after a write). */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
+  const [state, setState] = useState<{ data?: T; error?: string; loading: boolean }>({ loading: true })
+  const run = useCallback(() => {
+    setState((previous) => ({ ...previous, loading: true }))
+    load().then(
+      (data) => setState({ data, loading: false }),
+      (error: unknown) => setState({ error: messageOf(error), loading: false }),
+    )
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, deps)
+  useEffect(run, [run])
+  return { ...state, reload: run }
+}
+
+export function messageOf(error: unknown): string {
+  if (error instanceof ApiError) return `${error.message} (${error.status})`
+  return error instanceof Error ? error.message : String(error)
+}
+
+/** Runs a write and reports its error; answers whether it succeeded. */
+export function useAction() {
+  const [error, setError] = useState<string>()
+  const [busy, setBusy] = useState(false)
+  const run = async (action: () => Promise<unknown>): Promise<boolean> => {
+    setBusy(true)
+    setError(undefined)
+    try {
+      await action()
+      return true
+    } catch (failure) {
+      setError(messageOf(failure))
+      return false
+    } finally {
+      setBusy(false)
+    }
+  }
+  return { error, busy, run, clear: () => setError(undefined) }
+}
+
+export function ErrorLine({ error }: { error?: string }) {
+  return error ? (
+    <p class="error" role="alert">
+      {error}
+    </p>
+  ) : null
+}
+
+export interface Column<Row> {
+  title: string
+  cell: (row: Row) => ComponentChildren
+  wrap?: boolean
+}
+
+export function Table<Row>({ rows, columns, empty, onRow, rowLabel }: { rows: Row[]; columns: Column<Row>[]; empty: string; onRow?: (row: Row) => void; rowLabel?: (row: Row) => string }) {
+  if (rows.length === 0) return <p class="muted">{empty}</p>
+  return (
+    <div class="table-wrap">
+      <table>
+        <thead>
+          <tr>
+            {columns.map((column) => (
+              <th scope="col">{column.title}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((row) => (
+            <tr
+              class={onRow ? 'clickable' : undefined}
+              tabIndex={onRow ? 0 : undefined}
+              aria-label={onRow && rowLabel ? rowLabel(row) : undefined}
+              onClick={onRow ? () => onRow(row) : undefined}
+              onKeyDown={onRow ? (event) => (event.key === 'Enter' || event.key === ' ') && (event.preventDefault(), onRow(row)) : undefined}
+            >
+              {columns.map((column) => (
+                <td class={column.wrap ? 'wrap' : undefined}>{column.cell(row)}</td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  )
+}
+
+/** A secret the server shows once (a new key, a rotated key): shown with a copy button until dismissed. */
+export function SecretNotice({ title, secret, note, onDismiss }: { title: string; secret: string; note?: string; onDismiss: () => void }) {
+  const [copied, setCopied] = useState(false)
+  const copy = async () => {
+    await navigator.clipboard.writeText(secret).then(
+      () => setCopied(true),
+      () => setCopied(false),
+    )
+  }
+  return (
+    <div class="notice" role="status">
+      <strong>{title}</strong> <span class="muted">Shown once: store it now.</span>
+      <div class="secret">
+        <code data-testid="secret">{secret}</code>
+        <button type="button" onClick={copy}>
+          {copied ? 'Copied' : 'Copy'}
+        </button>
+        <button type="button" onClick={onDismiss}>
+          Done
+        </button>
+      </div>
+      {note ? <p class="muted">{note}</p> : null}
+    </div>
+  )
+}
+
+export const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '–')

@@ -1,0 +1,77 @@
+/**
+ * The dashboard's request explorer: a workspace's recent requests with their status, latency, stage
+ * timings, attempt path and, when body capture is on, the request body. Read on the read thread.
+ */
+import { uuidPattern, type Actor, type ManagementDeps } from './context'
+import { badRequest, messages, notFound } from './errors'
+import { parseRange } from './usage'
+import type { RecentFilter } from '../storage/repositories/request-logs'
+import type { RecentRow } from '../storage/usage-reader'
+
+const hourMs = 3_600_000
+const rangeMs = { '24h': 24 * hourMs, '7d': 7 * 24 * hourMs, '30d': 30 * 24 * hourMs } as const
+export const explorerPageSize = 100
+
+export interface RequestsQueryInput {
+  range?: string
+  api_key_id?: string
+  status?: string
+  model?: string
+}
+
+/** Filters as the explorer sends them; a bad one is a 400 naming it. */
+function buildFilter(deps: ManagementDeps, actor: Actor, query: RequestsQueryInput): RecentFilter {
+  const filter: RecentFilter = { workspaceId: actor.workspaceId, sinceMs: deps.now().getTime() - rangeMs[parseRange(query.range)], limit: explorerPageSize }
+  if (query.api_key_id) {
+    if (!uuidPattern.test(query.api_key_id)) throw badRequest(`Invalid api_key_id: '${query.api_key_id.slice(0, 80)}' is not a key UUID.`)
+    const id = query.api_key_id.toLowerCase()
+    if (deps.repositories.inferenceKeys.listIds(actor.workspaceId, [id]).length === 0) throw notFound(messages.keyNotFound)
+    filter.keyId = id
+  }
+  if (query.status) {
+    if (query.status === 'ok' || query.status === 'error') filter.status = query.status
+    else if (/^[1-5]\d\d$/.test(query.status)) filter.status = Number(query.status)
+    else throw badRequest(`Invalid status: expected ok, error or an HTTP status, got '${query.status.slice(0, 20)}'.`)
+  }
+  if (query.model) filter.model = query.model.slice(0, 256)
+  return filter
+}
+
+function parseJson(text: string | null): unknown {
+  if (text === null) return null
+  try {
+    return JSON.parse(text)
+  } catch {
+    return null
+  }
+}
+
+function presentRequest(row: RecentRow) {
+  return {
+    id: row.id,
+    created_at: new Date(row.createdAt).toISOString(),
+    api_key_id: row.keyId,
+    endpoint: row.endpoint,
+    model: row.model,
+    upstream_model: row.upstreamModel,
+    gateway: row.gateway,
+    status: row.status,
+    error_code: row.errorCode,
+    stream: row.stream,
+    latency_ms: row.latencyMs,
+    overhead_ms: row.overheadMs,
+    ttfb_ms: row.ttfbMs,
+    attempts: row.attempts,
+    attempt_path: row.attemptPath,
+    stage_timings: parseJson(row.stageTimings),
+    input_tokens: row.inputTokens,
+    output_tokens: row.outputTokens,
+    // Stored only while the workspace captures bodies (SPEC "Workspace").
+    request_body: row.requestBody,
+  }
+}
+export type RequestView = ReturnType<typeof presentRequest>
+
+export async function recentRequests(deps: ManagementDeps, actor: Actor, query: RequestsQueryInput): Promise<RequestView[]> {
+  return (await deps.usage.recent(buildFilter(deps, actor, query))).map(presentRequest)
+}
