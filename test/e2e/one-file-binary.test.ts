@@ -2,7 +2,7 @@
  * The one-file program (`bun run build`): built from this checkout, started on a fresh directory
  * with nothing beside it (no repository, no node_modules), it serves the README walkthrough —
  * migrations, the first-start workspace, the CLI, a provider and an inference key, a routed call —
- * and its docs page with the viewer's files it carries.
+ * and its docs page with the viewer's files it carries, and the dashboard with its bundled assets.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
@@ -109,6 +109,11 @@ describe('the one-file program', () => {
       expect(document.paths['/v1/decisions']).toBeDefined()
       const html = await (await fetch(`${url}/api/v1/docs`)).text()
       for (const asset of html.match(/\/api\/v1\/docs\/assets\/[^"]+/g) ?? []) expect([asset, (await fetch(`${url}${asset}`)).status]).toEqual([asset, 200])
+      // The dashboard and its bundled script and stylesheet, also from inside the program.
+      const dashboard = await (await fetch(`${url}/`)).text()
+      const bundled = [...dashboard.matchAll(/(?:src|href)="(\/[^"]+)"/g)].map((match) => match[1]!)
+      expect(bundled.length).toBeGreaterThanOrEqual(2)
+      for (const asset of bundled) expect([asset, (await fetch(`${url}${asset}`)).status]).toEqual([asset, 200])
     } finally {
       server.kill('SIGTERM')
       expect(await server.exited).toBe(0)

@@ -9,6 +9,7 @@ import { type MockGateway, type MockHandler } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
 import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
 import { startGateways, type GatewaysEnv } from '../harness/gateways'
+import { droppingUpstream } from '../harness/dropping-upstream'
 
 const A = 'openai'
 const B = 'groq'
@@ -58,13 +59,6 @@ async function runJob(server: TestServer, name: string) {
 
 const chat = (server: TestServer, secret: string, model: string): Promise<Result> =>
   httpCall(server, 'POST', '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }] }, bearerHeader(secret))
-
-async function closedPort(): Promise<number> {
-  const probe = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response('') })
-  const port = probe.port!
-  await probe.stop(true)
-  return port
-}
 
 describe('GET /v1/models', () => {
   test('fans out to every target and merges: first-seen object kept, :batch ids left out', async () => {
@@ -122,8 +116,8 @@ describe('GET /v1/models', () => {
   })
 
   test('an erroring or unreachable provider is skipped; X-Router-Provider names the single supplier', async () => {
-    const port = await closedPort()
-    await using env = await startEnv({ RT_GATEWAY_URL_DEEPINFRA: `http://127.0.0.1:${port}` })
+    using unreachable = droppingUpstream()
+    await using env = await startEnv({ RT_GATEWAY_URL_DEEPINFRA: unreachable.url })
     const dead = await addProvider(env.server, 'deepinfra')
     env.mocks[A]!.handle(failing)
     env.mocks[B]!.handle(listing([{ id: 'b/model', object: 'model', owned_by: 'b' }]))
@@ -320,8 +314,8 @@ describe('POST /v1/embeddings', () => {
   })
 
   test('fails over on 5xx, 429, 404 and connection errors', async () => {
-    const port = await closedPort()
-    await using env = await startEnv({ RT_GATEWAY_URL_MISTRAL: `http://127.0.0.1:${port}` })
+    using dropping = droppingUpstream()
+    await using env = await startEnv({ RT_GATEWAY_URL_MISTRAL: dropping.url })
     const key = await createKey(env.server, priority(env, A, C))
     for (const [status, reason] of [
       [503, 'server-error'],

@@ -8,6 +8,7 @@ import { chatChunks, chatCompletion, type MockGateway } from '../harness/mock-ga
 import type { TestServer } from '../harness/server'
 import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
 import { startGateways, type GatewaysEnv } from '../harness/gateways'
+import { droppingUpstream } from '../harness/dropping-upstream'
 
 /** Three gateway kinds, each pointed at its own mock. */
 const A = 'openai'
@@ -59,13 +60,6 @@ function seedCatalog(server: TestServer, gateway: string, ids: string[], fetched
 }
 
 /** A port with nothing listening on it. */
-async function closedPort(): Promise<number> {
-  const probe = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch: () => new Response('') })
-  const port = probe.port!
-  await probe.stop(true)
-  return port
-}
-
 describe('strategy', () => {
   test('priority tries targets in listed order and stops at the first success', async () => {
     await using env = await startEnv()
@@ -268,8 +262,8 @@ describe('failover triggers', () => {
   })
 
   test('a closed port fails over as unreachable', async () => {
-    const port = await closedPort()
-    await using env = await startEnv({ RT_GATEWAY_URL_DEEPINFRA: `http://127.0.0.1:${port}` })
+    using unreachable = droppingUpstream()
+    await using env = await startEnv({ RT_GATEWAY_URL_DEEPINFRA: unreachable.url })
     const dead = await addProvider(env.server, 'deepinfra')
     const key = await createKey(env.server, { targets: [{ provider_key_id: dead }, { provider_key_id: env.providers[A] }] })
     const result = await chat(env.server, key.secret)

@@ -7,6 +7,9 @@ import { useState } from 'preact/hooks'
 import { api, type InferenceKey, type RequestRow, type Session } from '../api'
 import { ErrorLine, Table, useLoad, when } from '../ui'
 
+/** The attempt path as stored (`groq:server-error>openai:ok`), spaced for reading. */
+const pathText = (path: string | null) => (path ? path.split('>').join(' > ') : '–')
+
 export function RequestsPage(_props: { session: Session }) {
   const [range, setRange] = useState('24h')
   const [keyId, setKeyId] = useState('')
@@ -76,7 +79,7 @@ export function RequestsPage(_props: { session: Session }) {
           { title: 'model', cell: (row) => row.model ?? '–' },
           { title: 'status', cell: (row) => <span class={`badge ${row.status >= 200 && row.status < 300 ? 'good' : 'bad'}`}>{row.status}</span> },
           { title: 'latency', cell: (row) => `${row.latency_ms.toFixed(1)} ms` },
-          { title: 'attempts', cell: (row) => <code>{row.attempt_path ?? '–'}</code>, wrap: true },
+          { title: 'attempts', cell: (row) => <code>{pathText(row.attempt_path)}</code>, wrap: true },
         ]}
       />
     </>
@@ -119,7 +122,7 @@ function Detail({ row, keyName, onClose }: { row: RequestRow; keyName?: string; 
         </dd>
         <dt>attempt path</dt>
         <dd>
-          <code>{row.attempt_path ?? '–'}</code> ({row.attempts} attempt{row.attempts === 1 ? '' : 's'})
+          <code>{pathText(row.attempt_path)}</code> ({row.attempts} attempt{row.attempts === 1 ? '' : 's'})
         </dd>
         <dt>latency</dt>
         <dd>
