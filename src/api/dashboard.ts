@@ -15,6 +15,8 @@ import { getKey, rotateKey } from '../management/keys'
 import { recentRequests } from '../management/requests'
 import { badRequest } from '../management/errors'
 import { isPlainObject } from '../management/context'
+import { addMcpServer, keyNotifications, listMcpServers, removeMcpServer, setNotifyEmail, setWebhook } from '../management/key-settings'
+import { addMember, createManagementKey, setManagementKeyReadOnly, setWorkspaceSettings, workspaceOverview } from '../management/workspaces'
 import { catalogStaleAfterMs } from '../gateways/model-catalog'
 import { pricingOfStoredObject } from '../gateways/model-prices'
 
@@ -72,4 +74,73 @@ function dashboardApiRoutes(deps: AppDeps) {
       },
       { parse: ['managementJson'], detail: { hide: true } },
     )
+    // The key's notifications and MCP servers (SPEC leaves them to the dashboard). Each checks first
+    // that the key is the signed-in workspace's (404 otherwise, as /api/v1 answers).
+    .get('/keys/:id/extras', ({ actor, params }) => {
+      getKey(deps, actor, params.id)
+      return data({ ...keyNotifications(deps, params.id), mcp_servers: listMcpServers(deps, params.id).servers })
+    }, { detail: { hide: true } })
+    // A new webhook URL, or a rotation: the signing secret is in this answer only.
+    .put('/keys/:id/webhook', async ({ actor, params, body }) => {
+      getKey(deps, actor, params.id)
+      return data(await setWebhook(deps, params.id, { url: stringField(body, 'url', true) }))
+    }, { parse: ['managementJson'], detail: { hide: true } })
+    .post('/keys/:id/webhook/rotate', async ({ actor, params }) => {
+      getKey(deps, actor, params.id)
+      return data(await setWebhook(deps, params.id, { rotateSecret: true }))
+    }, { detail: { hide: true } })
+    .delete('/keys/:id/webhook', async ({ actor, params }) => {
+      getKey(deps, actor, params.id)
+      return data(await setWebhook(deps, params.id, { clear: true }))
+    }, { detail: { hide: true } })
+    .put('/keys/:id/notify-email', ({ actor, params, body }) => {
+      getKey(deps, actor, params.id)
+      const on = isPlainObject(body) ? body.on : undefined
+      if (typeof on !== 'boolean') throw badRequest('Invalid on: expected true or false.')
+      return data(setNotifyEmail(deps, params.id, on))
+    }, { parse: ['managementJson'], detail: { hide: true } })
+    .post('/keys/:id/mcp-servers', async ({ actor, params, body }) => {
+      getKey(deps, actor, params.id)
+      return data((await addMcpServer(deps, params.id, stringField(body, 'url', true)!, stringField(body, 'name', false))).servers)
+    }, { parse: ['managementJson'], detail: { hide: true } })
+    .delete('/keys/:id/mcp-servers/:server', ({ actor, params }) => {
+      getKey(deps, actor, params.id)
+      return data(removeMcpServer(deps, params.id, params.server).servers)
+    }, { detail: { hide: true } })
+    // The workspace: settings, members, management keys (created with the secret shown once; the
+    // read-only flag is changed here only, SPEC "Management key").
+    .get('/workspace', ({ actor }) => data(workspaceOverview(deps, actor.workspaceId)), { detail: { hide: true } })
+    .patch('/workspace', ({ actor, body }) => {
+      if (!isPlainObject(body)) throw badRequest('Request body must be a JSON object.')
+      const flag = body.capture_bodies
+      if (flag !== undefined && typeof flag !== 'boolean') throw badRequest('Invalid capture_bodies: expected true or false.')
+      return data(
+        setWorkspaceSettings(deps, actor.workspaceId, {
+          allowedIps: stringField(body, 'allowed_ips', false),
+          steeringMessage: stringField(body, 'steering_message', false),
+          captureBodies: flag,
+        }),
+      )
+    }, { parse: ['managementJson'], detail: { hide: true } })
+    .post('/workspace/members', ({ actor, body }) => data(addMember(deps, actor.workspaceId, stringField(body, 'email', true)!)), { parse: ['managementJson'], detail: { hide: true } })
+    .post('/workspace/management-keys', ({ actor, body }) => {
+      const readOnly = isPlainObject(body) ? body.read_only : undefined
+      if (readOnly !== undefined && typeof readOnly !== 'boolean') throw badRequest('Invalid read_only: expected true or false.')
+      return data(createManagementKey(deps, actor.workspaceId, readOnly ?? false))
+    }, { parse: ['managementJson'], detail: { hide: true } })
+    .patch('/workspace/management-keys/:id', ({ actor, params, body }) => {
+      const readOnly = isPlainObject(body) ? body.read_only : undefined
+      if (typeof readOnly !== 'boolean') throw badRequest('Invalid read_only: expected true or false.')
+      return data(setManagementKeyReadOnly(deps, params.id, readOnly, actor.workspaceId))
+    }, { parse: ['managementJson'], detail: { hide: true } })
+}
+
+/** A string field of a JSON body: 400 naming it when it is not a string (or missing and required). */
+function stringField(body: unknown, name: string, required: true): string
+function stringField(body: unknown, name: string, required: false): string | undefined
+function stringField(body: unknown, name: string, required: boolean): string | undefined {
+  const value = isPlainObject(body) ? body[name] : undefined
+  if (value === undefined && !required) return undefined
+  if (typeof value !== 'string') throw badRequest(`Invalid ${name}: expected a string.`)
+  return value
 }

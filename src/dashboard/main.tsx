@@ -11,12 +11,14 @@ import { OverviewPage } from './pages/overview'
 import { KeysPage } from './pages/keys'
 import { ProvidersPage } from './pages/providers'
 import { RequestsPage } from './pages/requests'
+import { WorkspacePage } from './pages/workspace'
 
 const pages = [
   { hash: '#/overview', title: 'Usage', page: OverviewPage },
   { hash: '#/keys', title: 'Inference keys', page: KeysPage },
   { hash: '#/providers', title: 'Provider keys', page: ProvidersPage },
   { hash: '#/requests', title: 'Requests', page: RequestsPage },
+  { hash: '#/workspace', title: 'Workspace', page: WorkspacePage },
 ] as const
 
 function useHash(): string {
@@ -112,7 +114,7 @@ function App() {
         </div>
       </header>
       <main>
-        <Page session={session} />
+        <Page session={session} path={hash} />
       </main>
     </>
   )

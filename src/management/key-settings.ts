@@ -32,12 +32,18 @@ export async function setWebhook(deps: ManagementDeps, keyId: string, action: { 
     return { url: url.toString(), signing_secret: secret }
   }
   if (action.rotateSecret) {
-    if (!key.webhookUrl) throw badRequest('This key has no webhook URL; set one with --url first.')
+    if (!key.webhookUrl) throw badRequest('This key has no webhook URL; set one first.')
     const secret = generateSecret('whsec_', 32)
     deps.repositories.inferenceKeys.update(key.workspaceId, key.id, [{ webhookSecretCiphertext: deps.secretBox.encrypt(secret) }])
     return { url: key.webhookUrl, signing_secret: secret }
   }
-  throw badRequest('Give one of --url URL, --rotate-secret or --clear.')
+  throw badRequest('Give a webhook URL, or ask to rotate its secret or to clear it.')
+}
+
+/** The key's notification settings as the dashboard shows them (the signing secret never). */
+export function keyNotifications(deps: ManagementDeps, keyId: string) {
+  const key = requireKey(deps, keyId)
+  return { webhook_url: key.webhookUrl, notify_email: key.notifyEmail }
 }
 
 export function setNotifyEmail(deps: ManagementDeps, keyId: string, on: boolean) {

@@ -90,9 +90,20 @@ export function addMember(deps: ManagementDeps, workspaceId: string, email: stri
   return { id: row.id, workspace_id: row.workspaceId, email: row.email, created_at: row.createdAt }
 }
 
-export function setManagementKeyReadOnly(deps: ManagementDeps, id: string, readOnly: boolean) {
+/** The workspace's settings, members and management keys (prefix and flag only), for the dashboard. */
+export function workspaceOverview(deps: ManagementDeps, workspaceId: string) {
+  const row = requireWorkspace(deps, workspaceId)
+  return {
+    settings: presentWorkspaceSettings(row),
+    members: deps.repositories.workspaces.listMembers(workspaceId).map((member) => ({ id: member.id, email: member.email, created_at: member.createdAt })),
+    management_keys: deps.repositories.workspaces.listManagementKeys(workspaceId).map(presentManagementKey),
+  }
+}
+
+/** `workspaceId`: the key must belong to it (the dashboard); the operator CLI passes none. */
+export function setManagementKeyReadOnly(deps: ManagementDeps, id: string, readOnly: boolean, workspaceId?: string) {
   const row = uuidPattern.test(id) ? deps.repositories.workspaces.getManagementKey(id) : undefined
-  if (!row) throw notFound(`Management key ${id} not found.`)
+  if (!row || (workspaceId !== undefined && row.workspaceId !== workspaceId)) throw notFound(`Management key ${id} not found.`)
   return presentManagementKey(deps.repositories.workspaces.setManagementKeyReadOnly(id, readOnly)!)
 }
 

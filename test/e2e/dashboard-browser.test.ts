@@ -59,6 +59,12 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
   test('sign in, add provider keys and a key, send a request, find it in the explorer and the chart; screenshots of every page', async () => {
     const { page, errors, blocked } = await open()
     await page.getByLabel('Management key').waitFor()
+    // The page loads in under 300 ms (issue: "pages load in under 300 ms on this machine"), again on a reload.
+    const loadMs = () => page.evaluate(() => (performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming).loadEventEnd)
+    expect(await loadMs()).toBeLessThan(300)
+    await page.reload()
+    await page.getByLabel('Management key').waitFor()
+    expect(await loadMs()).toBeLessThan(300)
     await saveScreenshot(page, 'dashboard-signin-desktop')
     await signIn(page, server.managementKey)
 
@@ -94,6 +100,42 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Done' }).click()
     expect(await page.getByTestId('secret').count()).toBe(0)
 
+    // The key's page: its settings and its routing rule edited (a per-target ttfb_ms, a remap).
+    await page.getByRole('link', { name: 'browser app' }).click()
+    await page.getByRole('heading', { level: 2, name: 'browser app' }).waitFor()
+    const settings = page.getByRole('form', { name: 'Key settings' })
+    await settings.getByLabel('Steering message').fill('Answer briefly.')
+    await settings.getByRole('button', { name: 'Save settings' }).click()
+    await settings.getByRole('status').waitFor()
+    const routing = page.getByRole('form', { name: 'Routing rule' })
+    await routing.getByLabel('Target 1 ttfb_ms').fill('2000')
+    await routing.getByRole('button', { name: 'Add remap' }).click()
+    await routing.getByLabel('Remap 1 match').fill('browser/alias')
+    await routing.getByLabel('Remap 1 provider key').selectOption({ label: 'openai main (openai)' })
+    await routing.getByLabel('Remap 1 upstream model').fill('gpt-4o')
+    await routing.getByRole('button', { name: 'Save routing' }).click()
+    await routing.getByRole('status').waitFor()
+    // Saved as the API stores it.
+    const stored = await server.call('GET', `/api/v1/keys/${(await page.evaluate(() => location.hash)).split('/')[2]}`)
+    expect(stored.body.data.steering_message).toBe('Answer briefly.')
+    expect(stored.body.data.routing).toMatchObject({
+      strategy: 'priority',
+      targets: [{ gateway: 'groq', ttfb_ms: 2000 }, { gateway: 'openai', ttfb_ms: null }],
+      model_remaps: [{ match: 'browser/alias', percent: 100, upstream_model: 'gpt-4o', enabled: true }],
+    })
+    // A rule the API refuses says why and changes nothing.
+    await routing.getByLabel('Remap 1 upstream model').fill('')
+    await routing.getByRole('button', { name: 'Save routing' }).click()
+    await routing.getByRole('alert').waitFor()
+    await saveScreenshot(page, 'dashboard-key-desktop')
+
+    // The workspace captures bodies from now on: the request below shows its body in the explorer.
+    await go(page, 'Workspace')
+    await page.getByLabel(/Capture request bodies/).check()
+    await page.getByRole('form', { name: 'Workspace settings' }).getByRole('button', { name: 'Save settings' }).click()
+    await page.getByRole('form', { name: 'Workspace settings' }).getByRole('status').waitFor()
+    await saveScreenshot(page, 'dashboard-workspace-desktop')
+
     // A request through the router with the new key: groq fails, openai answers.
     const answer = await fetch(`${server.rootUrl}/v1/chat/completions`, {
       method: 'POST',
@@ -115,6 +157,7 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await detail.waitFor()
     expect(await detail.textContent()).toMatch(/stage timings.*auth [\d.]+ ms/)
     expect(await detail.textContent()).toContain('2 attempts')
+    expect(await detail.textContent()).toContain('hello from the browser test')
     await saveScreenshot(page, 'dashboard-requests-desktop')
 
     // Usage: the request counted, and drawn in the chart.
@@ -125,9 +168,10 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await go(page, 'Provider keys')
     await saveScreenshot(page, 'dashboard-providers-desktop')
 
-    expect(errors).toEqual([])
+    // The one console line is the browser's own report of the refused rule's 400.
+    expect(errors).toEqual([expect.stringMatching(/status of 400 .*\/api\/v1\/keys\/[0-9a-f-]+\/routing/)])
     expect(blocked).toEqual([])
-  })
+  }, 30_000)
 
   test('a wrong key is refused with the API\'s message and nothing is kept', async () => {
     const { page, errors } = await open()
@@ -137,7 +181,7 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     expect(await page.evaluate(() => sessionStorage.length)).toBe(0)
     // The one console line is the browser's own report of that 401.
     expect(errors).toEqual([expect.stringMatching(/status of 401 .*\/dashboard\/api\/session/)])
-  })
+  }, 30_000)
 
   test('every page at phone width, usable from the keyboard', async () => {
     const { page, errors, blocked } = await open('phone')
@@ -152,6 +196,7 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
       ['Inference keys', 'keys'],
       ['Provider keys', 'providers'],
       ['Requests', 'requests'],
+      ['Workspace', 'workspace'],
     ] as const) {
       await go(page, name)
       await page.waitForLoadState('networkidle')
@@ -159,9 +204,15 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
       await saveScreenshot(page, `dashboard-${file}-phone`)
     }
+    // One key's page too.
+    await go(page, 'Inference keys')
+    await page.getByRole('link', { name: 'browser app' }).click()
+    await page.getByRole('heading', { level: 2, name: 'browser app' }).waitFor()
+    await page.waitForLoadState('networkidle')
+    await saveScreenshot(page, 'dashboard-key-phone')
     expect(errors).toEqual([])
     expect(blocked).toEqual([])
-  })
+  }, 30_000)
 
   test('a read-only key sees every page and no write control', async () => {
     const readOnly = createManagementKey(server.runtime, server.workspaceId, true)
@@ -172,15 +223,22 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await page.getByRole('cell', { name: 'browser app' }).waitFor()
     await go(page, 'Provider keys')
     await page.getByRole('cell', { name: 'openai main' }).waitFor()
-    for (const name of ['Inference keys', 'Provider keys']) {
-      await go(page, name)
+    const writeControls = ['Create key', 'Add provider key', 'Revoke', 'Rotate', 'Restore', 'Rename', 'Disable', 'Enable', 'Delete', 'Save settings', 'Save routing', 'Add target', 'Add remap', 'Save webhook', 'Attach', 'Add member', 'Create management key', 'Make read-only', 'Allow writes']
+    const noWriteControl = async (name: string) => {
       await page.waitForLoadState('networkidle')
-      expect(await page.locator('main form').count()).toBe(0)
-      for (const control of ['Create key', 'Add provider key', 'Revoke', 'Rotate', 'Restore', 'Rename', 'Disable', 'Enable', 'Delete']) {
-        expect([name, control, await page.getByRole('button', { name: control }).count()]).toEqual([name, control, 0])
-      }
+      for (const control of writeControls) expect([name, control, await page.getByRole('button', { name: control }).count()]).toEqual([name, control, 0])
+      // What is shown in a form cannot be changed.
+      for (const field of await page.locator('main input, main select, main textarea').all()) expect([name, await field.isEnabled()]).toEqual([name, false])
     }
+    for (const name of ['Inference keys', 'Provider keys', 'Workspace']) {
+      await go(page, name)
+      await noWriteControl(name)
+    }
+    await go(page, 'Inference keys')
+    await page.getByRole('link', { name: 'browser app' }).click()
+    await page.getByRole('heading', { level: 2, name: 'browser app' }).waitFor()
+    await noWriteControl('key page')
     await saveScreenshot(page, 'dashboard-keys-readonly-desktop')
     expect(errors).toEqual([])
-  })
+  }, 30_000)
 })

@@ -118,4 +118,87 @@ describe('dashboard api', () => {
     await call(server, 'DELETE', `/api/v1/keys/${key.id}`, server.managementKey)
     expect((await call(server, 'POST', `/dashboard/api/keys/${key.id}/rotate`, server.managementKey, {})).status).toBe(409)
   })
+
+  test('a key\'s notifications and MCP servers: the signing secret shown once, every call checked for the workspace and the key\'s flag', async () => {
+    await using server = await startTestServer({ RT_WEBHOOK_ALLOW_PRIVATE: '1' })
+    const key = await createInferenceKey(server, { name: 'notified' })
+    const readOnly = createManagementKey(server.runtime, server.workspaceId, true)
+    const other = createWorkspace(server.runtime, 'other')
+    const extras = async () => (await call(server, 'GET', `/dashboard/api/keys/${key.id}/extras`, server.managementKey)).body.data
+    expect(await extras()).toEqual({ webhook_url: null, notify_email: false, mcp_servers: [] })
+
+    const saved = await call(server, 'PUT', `/dashboard/api/keys/${key.id}/webhook`, server.managementKey, { url: 'http://127.0.0.1:9/hook' })
+    expect(saved.status).toBe(200)
+    expect(saved.body.data.signing_secret).toMatch(/^whsec_/)
+    // The secret is in that answer only.
+    expect(JSON.stringify(await extras())).not.toContain('whsec_')
+    expect((await extras()).webhook_url).toBe('http://127.0.0.1:9/hook')
+    const rotated = await call(server, 'POST', `/dashboard/api/keys/${key.id}/webhook/rotate`, server.managementKey)
+    expect(rotated.body.data.signing_secret).toMatch(/^whsec_/)
+    expect(rotated.body.data.signing_secret).not.toBe(saved.body.data.signing_secret)
+    expect((await call(server, 'PUT', `/dashboard/api/keys/${key.id}/webhook`, server.managementKey, { url: 'ftp://example.com/x' })).status).toBe(400)
+    expect((await call(server, 'PUT', `/dashboard/api/keys/${key.id}/webhook`, server.managementKey, {})).status).toBe(400)
+
+    expect((await call(server, 'PUT', `/dashboard/api/keys/${key.id}/notify-email`, server.managementKey, { on: true })).status).toBe(200)
+    expect((await call(server, 'PUT', `/dashboard/api/keys/${key.id}/notify-email`, server.managementKey, { on: 'yes' })).status).toBe(400)
+
+    const attached = await call(server, 'POST', `/dashboard/api/keys/${key.id}/mcp-servers`, server.managementKey, { url: 'http://127.0.0.1:9/mcp', name: 'tools' })
+    expect(attached.status).toBe(200)
+    expect(attached.body.data).toEqual([expect.objectContaining({ name: 'tools', url: 'http://127.0.0.1:9/mcp' })])
+    expect(await extras()).toMatchObject({ webhook_url: 'http://127.0.0.1:9/hook', notify_email: true, mcp_servers: [expect.objectContaining({ name: 'tools' })] })
+
+    // Read-only keys write nothing; another workspace's key finds no such key.
+    for (const [method, path, body] of [
+      ['PUT', `/dashboard/api/keys/${key.id}/webhook`, { url: 'http://127.0.0.1:9/other' }],
+      ['DELETE', `/dashboard/api/keys/${key.id}/webhook`, undefined],
+      ['PUT', `/dashboard/api/keys/${key.id}/notify-email`, { on: false }],
+      ['POST', `/dashboard/api/keys/${key.id}/mcp-servers`, { url: 'http://127.0.0.1:9/x' }],
+    ] as const) {
+      expect([method, path, (await call(server, method, path, readOnly.key, body)).status]).toEqual([method, path, 403])
+      expect([method, path, (await call(server, method, path, other.management_key, body)).status]).toEqual([method, path, 404])
+    }
+    expect((await call(server, 'GET', `/dashboard/api/keys/${key.id}/extras`, other.management_key)).status).toBe(404)
+
+    const removed = await call(server, 'DELETE', `/dashboard/api/keys/${key.id}/mcp-servers/${attached.body.data[0].id}`, server.managementKey)
+    expect(removed.body.data).toEqual([])
+    expect((await call(server, 'DELETE', `/dashboard/api/keys/${key.id}/webhook`, server.managementKey)).body.data).toEqual({ url: null, signing_secret: null })
+    expect(await extras()).toEqual({ webhook_url: null, notify_email: true, mcp_servers: [] })
+  })
+
+  test('the workspace: settings, members and management keys (created shown once, the read-only flag changed here only)', async () => {
+    await using server = await startTestServer()
+    const other = createWorkspace(server.runtime, 'other')
+    const overview = async (key = server.managementKey) => (await call(server, 'GET', '/dashboard/api/workspace', key)).body.data
+    const before = await overview()
+    expect(before.settings).toMatchObject({ id: server.workspaceId, allowed_ips: [], steering_message: null, capture_bodies: false })
+    expect(before.management_keys).toHaveLength(1)
+    expect(JSON.stringify(before)).not.toContain(server.managementKey)
+
+    const patched = await call(server, 'PATCH', '/dashboard/api/workspace', server.managementKey, { allowed_ips: '10.0.0.0/8\n192.168.1.7', steering_message: 'Be brief.', capture_bodies: true })
+    expect(patched.status).toBe(200)
+    expect(patched.body.data).toMatchObject({ allowed_ips: ['10.0.0.0/8', '192.168.1.7'], steering_message: 'Be brief.', capture_bodies: true })
+    // Invalid input changes nothing.
+    expect((await call(server, 'PATCH', '/dashboard/api/workspace', server.managementKey, { allowed_ips: 'not-an-ip', steering_message: 'changed' })).status).toBe(400)
+    expect((await call(server, 'PATCH', '/dashboard/api/workspace', server.managementKey, { capture_bodies: 'yes' })).status).toBe(400)
+    expect((await overview()).settings.steering_message).toBe('Be brief.')
+
+    expect((await call(server, 'POST', '/dashboard/api/workspace/members', server.managementKey, { email: 'ops@example.com' })).status).toBe(200)
+    expect((await call(server, 'POST', '/dashboard/api/workspace/members', server.managementKey, { email: 'nope' })).status).toBe(400)
+    expect((await overview()).members.map((member: any) => member.email)).toEqual(['ops@example.com'])
+
+    const created = await call(server, 'POST', '/dashboard/api/workspace/management-keys', server.managementKey, { read_only: true })
+    expect(created.status).toBe(200)
+    const { key: secret, read_only } = created.body.data
+    expect([secret, read_only]).toEqual([expect.stringMatching(/^rt_mgmt_/), true])
+    expect((await call(server, 'GET', '/dashboard/api/session', secret)).body.data.read_only).toBe(true)
+    // The new read-only key can read here and write nothing.
+    expect((await call(server, 'POST', '/dashboard/api/workspace/members', secret, { email: 'x@example.com' })).status).toBe(403)
+    expect((await call(server, 'PATCH', `/dashboard/api/workspace/management-keys/${created.body.data.id}`, secret, { read_only: false })).status).toBe(403)
+    // Another workspace cannot flip it; this one can.
+    expect((await call(server, 'PATCH', `/dashboard/api/workspace/management-keys/${created.body.data.id}`, other.management_key, { read_only: false })).status).toBe(404)
+    expect((await call(server, 'PATCH', `/dashboard/api/workspace/management-keys/${created.body.data.id}`, server.managementKey, { read_only: false })).body.data.read_only).toBe(false)
+    expect((await call(server, 'GET', '/dashboard/api/session', secret)).body.data.read_only).toBe(false)
+    expect((await overview()).management_keys).toHaveLength(2)
+    expect((await overview(other.management_key)).management_keys).toHaveLength(1)
+  })
 })

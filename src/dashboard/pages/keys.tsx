@@ -2,10 +2,17 @@
 import { useState } from 'preact/hooks'
 import { api, type InferenceKey, type Provider, type Session } from '../api'
 import { ErrorLine, SecretNotice, Table, useAction, useLoad, when } from '../ui'
+import { KeyDetail } from './key-detail'
 
 const shapes = ['chat', 'chat_router', 'messages', 'content', 'decisions']
 
-export function KeysPage({ session }: { session: Session }) {
+/** `#/keys` lists; `#/keys/<id>` opens one key. */
+export function KeysPage({ session, path }: { session: Session; path: string }) {
+  const id = /^#\/keys\/([0-9a-f-]{36})$/i.exec(path)?.[1]
+  return id ? <KeyDetail id={id} session={session} /> : <KeyList session={session} />
+}
+
+function KeyList({ session }: { session: Session }) {
   const keys = useLoad(() => api<InferenceKey[]>('/api/v1/keys'), [])
   const providers = useLoad(() => api<Provider[]>('/api/v1/providers'), [])
   const action = useAction()
@@ -42,7 +49,7 @@ export function KeysPage({ session }: { session: Session }) {
         rows={keys.data ?? []}
         empty={keys.loading ? 'Loading…' : 'No inference keys yet.'}
         columns={[
-          { title: 'name', cell: (key) => key.label ?? <span class="muted">–</span> },
+          { title: 'name', cell: (key) => <a href={`#/keys/${key.id}`}>{key.label ?? key.key_prefix}</a> },
           { title: 'key', cell: (key) => <code>{key.key_prefix}…</code> },
           { title: 'shape', cell: (key) => key.api_shape },
           {

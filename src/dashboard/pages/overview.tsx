@@ -6,7 +6,7 @@ import { ErrorLine, Table, useLoad } from '../ui'
 
 type Breakdown = { name: string; requests: number }[]
 
-export function OverviewPage(_props: { session: Session }) {
+export function OverviewPage(_props: { session: Session; path: string }) {
   const [range, setRange] = useState('24h')
   const [keyId, setKeyId] = useState('')
   const keys = useLoad(() => api<InferenceKey[]>('/api/v1/keys'), [])

@@ -10,7 +10,7 @@ import { ErrorLine, Table, useLoad, when } from '../ui'
 /** The attempt path as stored (`groq:server-error>openai:ok`), spaced for reading. */
 const pathText = (path: string | null) => (path ? path.split('>').join(' > ') : '–')
 
-export function RequestsPage(_props: { session: Session }) {
+export function RequestsPage(_props: { session: Session; path: string }) {
   const [range, setRange] = useState('24h')
   const [keyId, setKeyId] = useState('')
   const [status, setStatus] = useState('')

@@ -60,6 +60,9 @@ export function createWorkspaceRepository(db: Db, onWrite: (change?: ConfigChang
       onWrite({ table: 'none' })
       return inserted
     },
+    listManagementKeys(workspaceId: string): ManagementKeyRow[] {
+      return db.select().from(managementKeys).where(eq(managementKeys.workspaceId, workspaceId)).orderBy(managementKeys.createdAt).all()
+    },
     findManagementKeysByPrefix(prefix: string): ManagementKeyRow[] {
       return managementKeysByPrefix.all({ prefix })
     },
