@@ -13,6 +13,8 @@ import { readManagementJson } from './admin/index'
 import { accountSnapshot } from '../management/account'
 import { getKey, rotateKey } from '../management/keys'
 import { recentRequests } from '../management/requests'
+import { usageCosts, type PriceOf } from '../management/usage'
+import { spellingFor } from '../gateways/model-catalog'
 import { badRequest } from '../management/errors'
 import { isPlainObject } from '../management/context'
 import { addMcpServer, keyNotifications, listMcpServers, removeMcpServer, setNotifyEmail, setWebhook } from '../management/key-settings'
@@ -58,6 +60,17 @@ function dashboardApiRoutes(deps: AppDeps) {
     .use(managementAuth(deps))
     // Who signed in: the workspace and whether the key may write (a read-only key sees no write control).
     .get('/session', ({ actor }) => data({ workspace: accountSnapshot(deps, actor).workspace, read_only: actor.readOnly }), { detail: { hide: true } })
+    // Tokens and estimated cost by model and gateway, for the usage page's filters.
+    .get('/usage/costs', async ({ actor, request }) => {
+      const search = new URL(request.url).searchParams
+      const ids = search.getAll('api_key_id')
+      const priceOf: PriceOf = (gateway, model) => {
+        const catalog = deps.snapshots.current().catalogs.get(gateway)
+        const spelled = catalog && spellingFor(catalog, model)
+        return spelled ? catalog.prices.get(spelled) : undefined
+      }
+      return data(await usageCosts(deps, actor, { range: search.get('range') ?? undefined, api_key_id: ids.length ? ids : undefined }, priceOf))
+    }, { detail: { hide: true } })
     .get('/requests', async ({ actor, request }) => {
       const search = new URL(request.url).searchParams
       const text = (name: string) => search.get(name) ?? undefined

@@ -81,3 +81,39 @@ export async function usageBreakdown(deps: ManagementDeps, actor: Actor, query: 
   const { filter } = buildFilter(deps, actor, query)
   return (await deps.usage.breakdown(filter, query.by, 12)).map((row) => ({ name: row.name, requests: row.requests }))
 }
+
+/** A model's listed prices at a gateway, USD per token (undefined: the catalog lists none). */
+export type PriceOf = (gateway: string, model: string) => { prompt: number | undefined; completion: number | undefined } | undefined
+
+/**
+ * Tokens and cost by model and gateway (the dashboard). The cost is estimated from the prices the
+ * gateway's catalog lists for the requested model; where it lists none for a side that was used, the
+ * row's cost is unknown (null), never zero, and the total counts the known rows only.
+ */
+export async function usageCosts(deps: ManagementDeps, actor: Actor, query: UsageQueryInput, priceOf: PriceOf) {
+  const { filter } = buildFilter(deps, actor, query)
+  const rows = (await deps.usage.tokens(filter)).map((row) => {
+    const price = row.gateway && row.model ? priceOf(row.gateway, row.model) : undefined
+    const known = (tokens: number, perToken: number | undefined) => (tokens === 0 ? 0 : perToken === undefined ? undefined : tokens * perToken)
+    const input = known(row.inputTokens, price?.prompt)
+    const output = known(row.outputTokens, price?.completion)
+    return {
+      model: row.model || null,
+      gateway: row.gateway || null,
+      requests: row.requests,
+      input_tokens: row.inputTokens,
+      output_tokens: row.outputTokens,
+      cost_usd: input === undefined || output === undefined ? null : Math.round((input + output) * 1e6) / 1e6,
+    }
+  })
+  const priced = rows.filter((row) => row.cost_usd !== null)
+  return {
+    rows,
+    totals: {
+      input_tokens: rows.reduce((sum, row) => sum + row.input_tokens, 0),
+      output_tokens: rows.reduce((sum, row) => sum + row.output_tokens, 0),
+      cost_usd: Math.round(priced.reduce((sum, row) => sum + row.cost_usd!, 0) * 1e6) / 1e6,
+      unpriced_requests: rows.filter((row) => row.cost_usd === null).reduce((sum, row) => sum + row.requests, 0),
+    },
+  }
+}

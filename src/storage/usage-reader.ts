@@ -13,11 +13,13 @@ export type UsageQuery =
   | { op: 'series'; filter: UsageFilter; bucketMs: number }
   | { op: 'breakdown'; filter: UsageFilter; by: 'model' | 'gateway'; limit: number }
   | { op: 'recent'; filter: RecentFilter }
+  | { op: 'tokens'; filter: UsageFilter }
 
 export type SummaryRow = ReturnType<RequestLogRepository['summary']>
 export type SeriesRow = ReturnType<RequestLogRepository['series']>[number]
 export type BreakdownRow = ReturnType<RequestLogRepository['breakdown']>[number]
 export type RecentRow = ReturnType<RequestLogRepository['recent']>[number]
+export type TokensRow = ReturnType<RequestLogRepository['tokens']>[number]
 
 export function runUsageQuery(logs: RequestLogRepository, query: UsageQuery): unknown {
   switch (query.op) {
@@ -29,6 +31,8 @@ export function runUsageQuery(logs: RequestLogRepository, query: UsageQuery): un
       return logs.breakdown(query.filter, query.by, query.limit)
     case 'recent':
       return logs.recent(query.filter)
+    case 'tokens':
+      return logs.tokens(query.filter)
   }
 }
 
@@ -38,6 +42,8 @@ export interface UsageReader {
   breakdown(filter: UsageFilter, by: 'model' | 'gateway', limit: number): Promise<BreakdownRow[]>
   /** The request explorer's rows (the dashboard). */
   recent(filter: RecentFilter): Promise<RecentRow[]>
+  /** Tokens by model and gateway (the dashboard's cost table). */
+  tokens(filter: UsageFilter): Promise<TokensRow[]>
 }
 
 export function createUsageReader(reads: ReadThread): UsageReader {
@@ -46,5 +52,6 @@ export function createUsageReader(reads: ReadThread): UsageReader {
     series: (filter, bucketMs) => reads.ask({ op: 'usage', query: { op: 'series', filter, bucketMs } }),
     breakdown: (filter, by, limit) => reads.ask({ op: 'usage', query: { op: 'breakdown', filter, by, limit } }),
     recent: (filter) => reads.ask({ op: 'usage', query: { op: 'recent', filter } }),
+    tokens: (filter) => reads.ask({ op: 'usage', query: { op: 'tokens', filter } }),
   }
 }

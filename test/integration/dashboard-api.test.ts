@@ -201,4 +201,46 @@ describe('dashboard api', () => {
     expect((await overview()).management_keys).toHaveLength(2)
     expect((await overview(other.management_key)).management_keys).toHaveLength(1)
   })
+
+  test('usage costs: tokens by model and gateway, cost from the listed prices, unknown (null) where none is listed, never zero', async () => {
+    await using server = await startTestServer()
+    const key = await createInferenceKey(server, { name: 'costed' })
+    server.runtime.repositories.gatewayCatalogs.replaceCatalog('openai', Date.now(), [
+      { modelId: 'gpt-4o-mini', canonicalId: 'openai/gpt-4o-mini', object: JSON.stringify({ id: 'gpt-4o-mini', pricing: { prompt: '0.000001', completion: '0.000002' } }) },
+    ])
+    // The catalog's write reaches the snapshot the prices are read from.
+    await server.runtime.snapshots.fresh()
+    const now = Date.now()
+    const row = (index: number, model: string, gateway: string, inputTokens: number | null, outputTokens: number | null) => ({
+      id: `cost-${index}`,
+      workspaceId: server.workspaceId,
+      keyId: key.id,
+      createdAt: now - 3_600_000 - index * 60_000,
+      endpoint: 'chat',
+      gateway,
+      model,
+      status: 200,
+      stream: false,
+      latencyMs: 50,
+      attempts: 1,
+      inputTokens,
+      outputTokens,
+    })
+    server.runtime.repositories.requestLogs.insertMany([
+      row(0, 'openai/gpt-4o-mini', 'openai', 1000, 500),
+      row(1, 'openai/gpt-4o-mini', 'openai', 3000, 1500),
+      row(2, 'meta-llama/llama-3.1-8b', 'groq', 200, 100),
+      row(3, 'openai/gpt-4o-mini', 'openai', null, null),
+    ])
+    const answer = await call(server, 'GET', '/dashboard/api/usage/costs?range=24h', server.managementKey)
+    expect(answer.status).toBe(200)
+    expect(answer.body.data.rows).toEqual([
+      { model: 'openai/gpt-4o-mini', gateway: 'openai', requests: 3, input_tokens: 4000, output_tokens: 2000, cost_usd: 0.008 },
+      { model: 'meta-llama/llama-3.1-8b', gateway: 'groq', requests: 1, input_tokens: 200, output_tokens: 100, cost_usd: null },
+    ])
+    expect(answer.body.data.totals).toEqual({ input_tokens: 4200, output_tokens: 2100, cost_usd: 0.008, unpriced_requests: 1 })
+    // The key filter and its checks are the usage API's.
+    expect((await call(server, 'GET', `/dashboard/api/usage/costs?range=24h&api_key_id=${crypto.randomUUID()}`, server.managementKey)).status).toBe(404)
+    expect((await call(server, 'GET', '/dashboard/api/usage/costs', null)).status).toBe(401)
+  })
 })

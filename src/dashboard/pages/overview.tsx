@@ -5,6 +5,12 @@ import { TimeChart } from '../chart'
 import { ErrorLine, Table, useLoad } from '../ui'
 
 type Breakdown = { name: string; requests: number }[]
+interface Costs {
+  rows: { model: string | null; gateway: string | null; requests: number; input_tokens: number; output_tokens: number; cost_usd: number | null }[]
+  totals: { input_tokens: number; output_tokens: number; cost_usd: number; unpriced_requests: number }
+}
+
+const usd = (value: number) => `$${value < 1 ? value.toFixed(4) : value.toFixed(2)}`
 
 export function OverviewPage(_props: { session: Session; path: string }) {
   const [range, setRange] = useState('24h')
@@ -13,13 +19,14 @@ export function OverviewPage(_props: { session: Session; path: string }) {
   const query = `range=${range}${keyId ? `&api_key_id=${keyId}` : ''}`
   const usage = useLoad(
     async () => {
-      const [summary, series, byModel, byGateway] = await Promise.all([
+      const [summary, series, byModel, byGateway, costs] = await Promise.all([
         api<Summary>(`/api/v1/usage/summary?${query}`),
         api<SeriesItem[]>(`/api/v1/usage/series?${query}`),
         api<Breakdown>(`/api/v1/usage/breakdown?by=model&${query}`),
         api<Breakdown>(`/api/v1/usage/breakdown?by=gateway&${query}`),
+        api<Costs>(`/dashboard/api/usage/costs?${query}`),
       ])
-      return { summary, series, byModel, byGateway }
+      return { summary, series, byModel, byGateway, costs }
     },
     [query],
   )
@@ -65,6 +72,13 @@ export function OverviewPage(_props: { session: Session; path: string }) {
           <Card label="average latency" value={`${summary.avgLatency} ms`} />
           <Card label="average router overhead" value={`${summary.avgOverhead} ms`} />
           <Card label="models" value={summary.models} />
+          {usage.data?.costs ? (
+            <>
+              <Card label="input tokens" value={usage.data.costs.totals.input_tokens.toLocaleString()} />
+              <Card label="output tokens" value={usage.data.costs.totals.output_tokens.toLocaleString()} />
+              <CostCard costs={usage.data.costs} />
+            </>
+          ) : null}
         </div>
       ) : null}
       <h3>Requests over time</h3>
@@ -79,8 +93,29 @@ export function OverviewPage(_props: { session: Session; path: string }) {
           <Table rows={usage.data?.byGateway ?? []} empty="No requests in this range." columns={[{ title: 'gateway', cell: (row) => row.name }, { title: 'requests', cell: (row) => row.requests }]} />
         </div>
       </div>
+      <h3>Tokens and cost</h3>
+      <p class="muted">Cost is estimated from the prices the gateway's catalog lists for the model; "unknown" where it lists none.</p>
+      <Table
+        rows={usage.data?.costs.rows ?? []}
+        empty="No requests in this range."
+        columns={[
+          { title: 'model', cell: (row) => row.model ?? '–' },
+          { title: 'gateway', cell: (row) => row.gateway ?? '–' },
+          { title: 'requests', cell: (row) => row.requests },
+          { title: 'input tokens', cell: (row) => row.input_tokens.toLocaleString() },
+          { title: 'output tokens', cell: (row) => row.output_tokens.toLocaleString() },
+          { title: 'cost', cell: (row) => (row.cost_usd === null ? <span class="muted">unknown</span> : usd(row.cost_usd)) },
+        ]}
+      />
     </>
   )
+}
+
+/** The estimated cost: unknown, not $0, when no request of the range has a listed price. */
+function CostCard({ costs }: { costs: Costs }) {
+  const priced = costs.rows.some((row) => row.cost_usd !== null && row.requests > 0)
+  if (!priced && costs.totals.unpriced_requests > 0) return <Card label="estimated cost (no listed prices)" value="unknown" />
+  return <Card label={costs.totals.unpriced_requests ? 'estimated cost (where prices are listed)' : 'estimated cost'} value={usd(costs.totals.cost_usd)} />
 }
 
 function Card({ label, value }: { label: string; value: string | number }) {

@@ -279,6 +279,48 @@ export function createRequestLogRepository(db: Db) {
       }))
     },
     /** Requests per model or gateway, most first (ties by name), at most `limit`. */
+    /** Tokens by model and gateway over the window (the dashboard's token and cost table), from the roll-ups and the edge hour's rows. */
+    tokens(filter: UsageFilter) {
+      const { fromHour, edge } = window(filter)
+      const sums = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number }>()
+      const add = (model: string, gateway: string, requests: number, inputTokens: number, outputTokens: number) => {
+        const key = `${model}\u0000${gateway}`
+        const entry = sums.get(key) ?? { model, gateway, requests: 0, inputTokens: 0, outputTokens: 0 }
+        entry.requests += requests
+        entry.inputTokens += inputTokens
+        entry.outputTokens += outputTokens
+        sums.set(key, entry)
+      }
+      for (const row of db
+        .select({
+          model: usageRollups.model,
+          gateway: usageRollups.gateway,
+          requests: sql<number>`sum(${usageRollups.requests})`,
+          inputTokens: sql<number>`sum(${usageRollups.inputTokens})`,
+          outputTokens: sql<number>`sum(${usageRollups.outputTokens})`,
+        })
+        .from(usageRollups)
+        .where(rollupWhere(filter, fromHour))
+        .groupBy(usageRollups.model, usageRollups.gateway)
+        .all())
+        add(row.model, row.gateway, Number(row.requests), Number(row.inputTokens), Number(row.outputTokens))
+      if (edge) {
+        for (const row of db
+          .select({
+            model: requestLogs.model,
+            gateway: requestLogs.gateway,
+            requests: count(),
+            inputTokens: sql<number>`coalesce(sum(${requestLogs.inputTokens}), 0)`,
+            outputTokens: sql<number>`coalesce(sum(${requestLogs.outputTokens}), 0)`,
+          })
+          .from(requestLogs)
+          .where(edge)
+          .groupBy(requestLogs.model, requestLogs.gateway)
+          .all())
+          add(row.model ?? '', row.gateway ?? '', row.requests, Number(row.inputTokens), Number(row.outputTokens))
+      }
+      return [...sums.values()].sort((left, right) => right.inputTokens + right.outputTokens - (left.inputTokens + left.outputTokens) || right.requests - left.requests)
+    },
     breakdown(filter: UsageFilter, by: 'model' | 'gateway', limit: number) {
       const { fromHour, edge } = window(filter)
       const counts = new Map<string, number>()
