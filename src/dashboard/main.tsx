@@ -5,7 +5,7 @@
  */
 import { render } from 'preact'
 import { useEffect, useState } from 'preact/hooks'
-import { api, storedKey, storeKey, type Session } from './api'
+import { api, ApiError, storedKey, storeKey, type Session } from './api'
 import { messageOf } from './ui'
 import { OverviewPage } from './pages/overview'
 import { KeysPage } from './pages/keys'
@@ -82,7 +82,8 @@ function App() {
     if (!storedKey()) return
     api<Session>('/dashboard/api/session').then(
       (found) => (setSession(found), setChecking(false)),
-      (failure) => (storeKey(null), setError(messageOf(failure)), setChecking(false)),
+      // Only a refused key is forgotten: a network error or a 5xx keeps it for the next try.
+      (failure) => (failure instanceof ApiError && failure.status === 401 && storeKey(null), setError(messageOf(failure)), setChecking(false)),
     )
   }, [])
   if (checking) return <p class="muted signin">Signing in…</p>
@@ -114,7 +115,7 @@ function App() {
         </div>
       </header>
       <main>
-        <Page session={session} path={hash} />
+        <Page session={session} path={hash} refreshSession={() => api<Session>('/dashboard/api/session').then(setSession, () => {})} />
       </main>
     </>
   )

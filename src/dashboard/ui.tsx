@@ -1,16 +1,21 @@
 /** The dashboard's shared pieces: loading data, error lines, tables, the secret shown once. */
 import type { ComponentChildren } from 'preact'
-import { useCallback, useEffect, useState } from 'preact/hooks'
+import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
 import { ApiError } from './api'
 
-/** Loads with `load` whenever `deps` change; `reload` loads again (after a write). */
+/**
+ * Loads with `load` whenever `deps` change; `reload` loads again (after a write). Only the latest
+ * load's answer is kept: a slow earlier one (a 30-day range) never replaces a newer one.
+ */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
   const [state, setState] = useState<{ data?: T; error?: string; loading: boolean }>({ loading: true })
+  const latest = useRef(0)
   const run = useCallback(() => {
+    const turn = ++latest.current
     setState((previous) => ({ ...previous, loading: true }))
     load().then(
-      (data) => setState({ data, loading: false }),
-      (error: unknown) => setState({ error: messageOf(error), loading: false }),
+      (data) => turn === latest.current && setState({ data, loading: false }),
+      (error: unknown) => turn === latest.current && setState({ error: messageOf(error), loading: false }),
     )
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, deps)

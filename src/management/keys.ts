@@ -160,15 +160,18 @@ export function putRouting(deps: ManagementDeps, actor: Actor, id: string, body:
   return presentRule(updated.rule, providerMap(deps, actor))
 }
 
-/** How long a rotated-out secret keeps working unless the operator says otherwise: a day. */
+/** How long a rotated-out secret keeps working unless the operator says otherwise: a day; at most 30 days. */
 export const defaultRotationGraceSeconds = 86_400
+const maxRotationGraceSeconds = 30 * 86_400
 
 /** Rotation (CLI, dashboard): a new secret; the old one keeps working until `grace_until`. */
 export function rotateKey(deps: ManagementDeps, keyId: string, graceSeconds: number = defaultRotationGraceSeconds) {
   const key = uuidPattern.test(keyId) ? deps.repositories.inferenceKeys.getById(keyId) : undefined
   if (!key) throw notFound(messages.keyNotFound)
   if (key.revokedAt !== null) throw new ManagementError(409, messages.keyRevoked, 'key_revoked')
-  if (!Number.isInteger(graceSeconds) || graceSeconds < 0) throw badRequest('Invalid grace-seconds: expected a whole number of 0 or more.')
+  if (!Number.isInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > maxRotationGraceSeconds) {
+    throw badRequest(`Invalid grace-seconds: expected a whole number from 0 to ${maxRotationGraceSeconds} (30 days).`)
+  }
   const secret = generateSecret(inferenceKeyPrefix)
   const graceUntil = new Date(deps.now().getTime() + graceSeconds * 1000).toISOString()
   deps.repositories.inferenceKeys.update(key.workspaceId, key.id, [

@@ -4,12 +4,10 @@
  */
 import { uuidPattern, type Actor, type ManagementDeps } from './context'
 import { badRequest, messages, notFound } from './errors'
-import { parseRange } from './usage'
+import { bucketPlan, parseRange } from './usage'
 import type { RecentFilter } from '../storage/repositories/request-logs'
 import type { RecentRow } from '../storage/usage-reader'
 
-const hourMs = 3_600_000
-const rangeMs = { '24h': 24 * hourMs, '7d': 7 * 24 * hourMs, '30d': 30 * 24 * hourMs } as const
 export const explorerPageSize = 100
 
 export interface RequestsQueryInput {
@@ -21,7 +19,8 @@ export interface RequestsQueryInput {
 
 /** Filters as the explorer sends them; a bad one is a 400 naming it. */
 function buildFilter(deps: ManagementDeps, actor: Actor, query: RequestsQueryInput): RecentFilter {
-  const filter: RecentFilter = { workspaceId: actor.workspaceId, sinceMs: deps.now().getTime() - rangeMs[parseRange(query.range)], limit: explorerPageSize }
+  // The window the usage summary and chart count for the same range: from the first bucket.
+  const filter: RecentFilter = { workspaceId: actor.workspaceId, sinceMs: bucketPlan(parseRange(query.range), deps.now().getTime()).first, limit: explorerPageSize }
   if (query.api_key_id) {
     if (!uuidPattern.test(query.api_key_id)) throw badRequest(`Invalid api_key_id: '${query.api_key_id.slice(0, 80)}' is not a key UUID.`)
     const id = query.api_key_id.toLowerCase()

@@ -18,7 +18,7 @@ export function parseRange(range: unknown): UsageRange {
   return range === '24h' || range === '30d' ? range : '7d'
 }
 
-function bucketPlan(range: UsageRange, now: number) {
+export function bucketPlan(range: UsageRange, now: number) {
   if (range === '24h') {
     const last = Math.floor(now / hourMs) * hourMs
     return { size: hourMs, count: 24, first: last - 23 * hourMs }
@@ -87,15 +87,18 @@ export type PriceOf = (gateway: string, model: string) => { prompt: number | und
 
 /**
  * Tokens and cost by model and gateway (the dashboard). The cost is estimated from the prices the
- * gateway's catalog lists for the requested model; where it lists none for a side that was used, the
- * row's cost is unknown (null), never zero, and the total counts the known rows only.
+ * gateway's catalog lists for the requested model (a remapped request is priced at the model asked
+ * for); where it lists none for a side that was used, or the requests reported no tokens, the row's
+ * cost is unknown (null), never zero, and the total counts the known rows only.
  */
 export async function usageCosts(deps: ManagementDeps, actor: Actor, query: UsageQueryInput, priceOf: PriceOf) {
   const { filter } = buildFilter(deps, actor, query)
   const rows = (await deps.usage.tokens(filter)).map((row) => {
     const price = row.gateway && row.model ? priceOf(row.gateway, row.model) : undefined
     const known = (tokens: number, perToken: number | undefined) => (tokens === 0 ? 0 : perToken === undefined ? undefined : tokens * perToken)
-    const input = known(row.inputTokens, price?.prompt)
+    // Requests that reported no tokens at all cost an unknown amount, not nothing.
+    const reported = row.inputTokens + row.outputTokens > 0 || row.requests === 0
+    const input = reported ? known(row.inputTokens, price?.prompt) : undefined
     const output = known(row.outputTokens, price?.completion)
     return {
       model: row.model || null,

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto'
 import { displayPrefix, generateSecret, hashSecret, hashesEqual } from '../storage/crypto'
 import type { ManagementKeyRow, WorkspaceRow } from '../storage/repositories/workspaces'
 import { uuidPattern, type Actor, type ManagementDeps } from './context'
-import { badRequest, notFound } from './errors'
+import { badRequest, ManagementError, notFound } from './errors'
 import { parseAllowlist } from './ip-allowlist'
 
 export const managementKeyPrefix = 'rt_mgmt_'
@@ -104,6 +104,10 @@ export function workspaceOverview(deps: ManagementDeps, workspaceId: string) {
 export function setManagementKeyReadOnly(deps: ManagementDeps, id: string, readOnly: boolean, workspaceId?: string) {
   const row = uuidPattern.test(id) ? deps.repositories.workspaces.getManagementKey(id) : undefined
   if (!row || (workspaceId !== undefined && row.workspaceId !== workspaceId)) throw notFound(`Management key ${id} not found.`)
+  // From the dashboard, a workspace cannot take away its own last way to write (the operator CLI can).
+  if (workspaceId !== undefined && readOnly && !row.readOnly && !deps.repositories.workspaces.listManagementKeys(workspaceId).some((other) => other.id !== id && !other.readOnly)) {
+    throw new ManagementError(409, "This is the workspace's last management key that can write: create another one first.")
+  }
   return presentManagementKey(deps.repositories.workspaces.setManagementKeyReadOnly(id, readOnly)!)
 }
 

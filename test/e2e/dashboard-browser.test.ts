@@ -127,6 +127,11 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await routing.getByLabel('Remap 1 upstream model').fill('')
     await routing.getByRole('button', { name: 'Save routing' }).click()
     await routing.getByRole('alert').waitFor()
+    // A number field that is not a whole number is refused here, naming it, before anything is sent.
+    await routing.getByLabel('Remap 1 upstream model').fill('gpt-4o')
+    await routing.getByLabel('Target 2 ttfb_ms').fill('soon')
+    await routing.getByRole('button', { name: 'Save routing' }).click()
+    await expect(routing.getByRole('alert').textContent()).resolves.toBe("Target 2 ttfb_ms: expected a whole number, got 'soon'.")
     await saveScreenshot(page, 'dashboard-key-desktop')
 
     // The workspace captures bodies from now on: the request below shows its body in the explorer.

@@ -5,7 +5,7 @@
  * scripts it: a status, JSON, raw text, a delay, or no answer at all.
  * `await using service = await startPluginService({ path: '/ads', answer: { json: { ads: [] } } })`.
  */
-import { createServer } from 'node:net'
+import { droppingUpstream } from './dropping-upstream'
 import { recordRequest, type RecordedRequest } from './mock-gateway'
 
 /** A recorded request (`path` is the one the service was called on, e.g. `/ads`) and when it came. */
@@ -110,20 +110,11 @@ export async function startPluginService(options: PluginServiceOptions = {}): Pr
   }
 }
 
-/** A URL on 127.0.0.1 where nothing listens (a port opened, then closed): connections are refused. */
+/**
+ * A URL on 127.0.0.1 that cannot be reached: a listener that drops every connection as it opens
+ * (harness/dropping-upstream.ts), kept until the test process ends. A port opened and closed for the
+ * purpose could be taken meanwhile by another server of the test, which would then answer.
+ */
 export async function refusedUrl(path = '/'): Promise<string> {
-  const port = await new Promise<number>((resolve, reject) => {
-    const probe = createServer()
-    probe.once('error', reject)
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address()
-      if (address === null || typeof address === 'string') {
-        probe.close()
-        reject(new Error('no port'))
-        return
-      }
-      probe.close(() => resolve(address.port))
-    })
-  })
-  return `http://127.0.0.1:${port}${path.startsWith('/') ? path : `/${path}`}`
+  return `${droppingUpstream().url}${path.startsWith('/') ? path : `/${path}`}`
 }

@@ -98,7 +98,9 @@ describe('dashboard api', () => {
     const other = createWorkspace(server.runtime, 'other')
     expect((await call(server, 'POST', `/dashboard/api/keys/${key.id}/rotate`, readOnly.key, {})).status).toBe(403)
     expect((await call(server, 'POST', `/dashboard/api/keys/${key.id}/rotate`, other.management_key, {})).status).toBe(404)
-    expect((await call(server, 'POST', `/dashboard/api/keys/${key.id}/rotate`, server.managementKey, { grace_seconds: 'soon' })).status).toBe(400)
+    for (const grace of ['soon', -1, 1.5, 31 * 86_400, 1e17]) {
+      expect([grace, (await call(server, 'POST', `/dashboard/api/keys/${key.id}/rotate`, server.managementKey, { grace_seconds: grace })).status]).toEqual([grace, 400])
+    }
     const rotated = await call(server, 'POST', `/dashboard/api/keys/${key.id}/rotate`, server.managementKey, { grace_seconds: 600 })
     expect(rotated.status).toBe(200)
     expect(rotated.body.data.key).toMatch(/^rt_live_/)
@@ -186,6 +188,13 @@ describe('dashboard api', () => {
     expect((await call(server, 'POST', '/dashboard/api/workspace/members', server.managementKey, { email: 'nope' })).status).toBe(400)
     expect((await overview()).members.map((member: any) => member.email)).toEqual(['ops@example.com'])
 
+    // The workspace's only key that can write cannot be made read-only here (nothing could undo it but the CLI).
+    const only = before.management_keys[0].id
+    const lockout = await call(server, 'PATCH', `/dashboard/api/workspace/management-keys/${only}`, server.managementKey, { read_only: true })
+    expect(lockout.status).toBe(409)
+    expect(lockout.body.error).toContain('last management key that can write')
+    expect((await call(server, 'GET', '/dashboard/api/session', server.managementKey)).body.data.read_only).toBe(false)
+
     const created = await call(server, 'POST', '/dashboard/api/workspace/management-keys', server.managementKey, { read_only: true })
     expect(created.status).toBe(200)
     const { key: secret, read_only } = created.body.data
@@ -199,6 +208,8 @@ describe('dashboard api', () => {
     expect((await call(server, 'PATCH', `/dashboard/api/workspace/management-keys/${created.body.data.id}`, server.managementKey, { read_only: false })).body.data.read_only).toBe(false)
     expect((await call(server, 'GET', '/dashboard/api/session', secret)).body.data.read_only).toBe(false)
     expect((await overview()).management_keys).toHaveLength(2)
+    // With another writer, the first one may now be made read-only.
+    expect((await call(server, 'PATCH', `/dashboard/api/workspace/management-keys/${only}`, server.managementKey, { read_only: true })).body.data.read_only).toBe(true)
     expect((await overview(other.management_key)).management_keys).toHaveLength(1)
   })
 
@@ -207,6 +218,7 @@ describe('dashboard api', () => {
     const key = await createInferenceKey(server, { name: 'costed' })
     server.runtime.repositories.gatewayCatalogs.replaceCatalog('openai', Date.now(), [
       { modelId: 'gpt-4o-mini', canonicalId: 'openai/gpt-4o-mini', object: JSON.stringify({ id: 'gpt-4o-mini', pricing: { prompt: '0.000001', completion: '0.000002' } }) },
+      { modelId: 'gpt-4.1', canonicalId: 'openai/gpt-4.1', object: JSON.stringify({ id: 'gpt-4.1', pricing: { prompt: '0.000002', completion: '0.000008' } }) },
     ])
     // The catalog's write reaches the snapshot the prices are read from.
     await server.runtime.snapshots.fresh()
@@ -231,14 +243,17 @@ describe('dashboard api', () => {
       row(1, 'openai/gpt-4o-mini', 'openai', 3000, 1500),
       row(2, 'meta-llama/llama-3.1-8b', 'groq', 200, 100),
       row(3, 'openai/gpt-4o-mini', 'openai', null, null),
+      // Priced, but its requests reported no tokens: unknown, not $0.
+      row(4, 'openai/gpt-4.1', 'openai', null, null),
     ])
     const answer = await call(server, 'GET', '/dashboard/api/usage/costs?range=24h', server.managementKey)
     expect(answer.status).toBe(200)
     expect(answer.body.data.rows).toEqual([
       { model: 'openai/gpt-4o-mini', gateway: 'openai', requests: 3, input_tokens: 4000, output_tokens: 2000, cost_usd: 0.008 },
       { model: 'meta-llama/llama-3.1-8b', gateway: 'groq', requests: 1, input_tokens: 200, output_tokens: 100, cost_usd: null },
+      { model: 'openai/gpt-4.1', gateway: 'openai', requests: 1, input_tokens: 0, output_tokens: 0, cost_usd: null },
     ])
-    expect(answer.body.data.totals).toEqual({ input_tokens: 4200, output_tokens: 2100, cost_usd: 0.008, unpriced_requests: 1 })
+    expect(answer.body.data.totals).toEqual({ input_tokens: 4200, output_tokens: 2100, cost_usd: 0.008, unpriced_requests: 2 })
     // The key filter and its checks are the usage API's.
     expect((await call(server, 'GET', `/dashboard/api/usage/costs?range=24h&api_key_id=${crypto.randomUUID()}`, server.managementKey)).status).toBe(404)
     expect((await call(server, 'GET', '/dashboard/api/usage/costs', null)).status).toBe(401)

@@ -49,7 +49,13 @@ export function KeyDetail({ id, session }: { id: string; session: Session }) {
   )
 }
 
-const numberOrNull = (text: string) => (text.trim() === '' ? null : Number(text))
+/** A whole number field: null when empty; a value that is not a whole number is refused, naming the field. */
+function wholeOrNull(text: string, field: string): number | null {
+  if (text.trim() === '') return null
+  const value = Number(text.trim())
+  if (!Number.isInteger(value)) throw new Error(`${field}: expected a whole number, got '${text.trim()}'.`)
+  return value
+}
 
 function Settings({ view, writable, onSaved }: { view: KeyDetailView; writable: boolean; onSaved: () => void }) {
   const initial = () => ({
@@ -70,16 +76,19 @@ function Settings({ view, writable, onSaved }: { view: KeyDetailView; writable: 
   const set = (patch: Partial<ReturnType<typeof initial>>) => (setSaved(false), setForm((current) => ({ ...current, ...patch })))
   const submit = async (event: Event) => {
     event.preventDefault()
-    const body = {
-      name: form.name || null,
-      allowed_ips: form.allowed_ips,
-      steering_message: form.steering_message,
-      failover_ttfb_ms: numberOrNull(form.failover_ttfb_ms),
-      upstream_timeout_ms: numberOrNull(form.upstream_timeout_ms),
-      companion_ads: form.companion_ads,
-      keyterms: form.keyterms,
+    const save = () => {
+      const body = {
+        name: form.name || null,
+        allowed_ips: form.allowed_ips,
+        steering_message: form.steering_message,
+        failover_ttfb_ms: wholeOrNull(form.failover_ttfb_ms, 'Failover after no first byte'),
+        upstream_timeout_ms: wholeOrNull(form.upstream_timeout_ms, 'Upstream timeout'),
+        companion_ads: form.companion_ads,
+        keyterms: form.keyterms,
+      }
+      return api(`/api/v1/keys/${view.id}`, { method: 'PATCH', body })
     }
-    if (await action.run(() => api(`/api/v1/keys/${view.id}`, { method: 'PATCH', body }))) {
+    if (await action.run(save)) {
       setSaved(true)
       onSaved()
     }
@@ -152,26 +161,35 @@ function RoutingEditor({ id, rule, providers, writable, onSaved }: { id: string;
   }
   const submit = async (event: Event) => {
     event.preventDefault()
-    let decisioner: unknown = null
-    if (form.decisioner.trim()) {
-      try {
-        decisioner = JSON.parse(form.decisioner)
-      } catch {
-        action.run(() => Promise.reject(new Error('The decisioner is not valid JSON.')))
-        return
+    const save = () => {
+      let decisioner: unknown = null
+      if (form.decisioner.trim()) {
+        try {
+          decisioner = JSON.parse(form.decisioner)
+        } catch {
+          throw new Error('The decisioner is not valid JSON.')
+        }
       }
+      const body = {
+        strategy: form.strategy,
+        // An empty ttfb_ms clears the target's own limit (the key's applies); an empty weight is 1, an empty percent 100.
+        targets: form.targets.map((row, index) => ({
+          provider_key_id: row.provider_key_id,
+          ...(form.strategy === 'split' ? { weight: wholeOrNull(row.weight, `Target ${index + 1} weight`) ?? 1 } : {}),
+          ttfb_ms: wholeOrNull(row.ttfb_ms, `Target ${index + 1} ttfb_ms`),
+        })),
+        model_remaps: form.remaps.map((row, index) => ({
+          match: row.match,
+          percent: wholeOrNull(row.percent, `Remap ${index + 1} percent`) ?? 100,
+          provider_key_id: row.provider_key_id,
+          upstream_model: row.upstream_model,
+          enabled: row.enabled,
+        })),
+        decisioner,
+      }
+      return api(`/api/v1/keys/${id}/routing`, { method: 'PUT', body })
     }
-    const body = {
-      strategy: form.strategy,
-      targets: form.targets.map((row) => ({
-        provider_key_id: row.provider_key_id,
-        ...(form.strategy === 'split' ? { weight: numberOrNull(row.weight) ?? 1 } : {}),
-        ttfb_ms: numberOrNull(row.ttfb_ms),
-      })),
-      model_remaps: form.remaps.map((row) => ({ match: row.match, percent: numberOrNull(row.percent) ?? 100, provider_key_id: row.provider_key_id, upstream_model: row.upstream_model, enabled: row.enabled })),
-      decisioner,
-    }
-    if (await action.run(() => api(`/api/v1/keys/${id}/routing`, { method: 'PUT', body }))) {
+    if (await action.run(save)) {
       setSaved(true)
       onSaved()
     }
@@ -293,10 +311,10 @@ function Notifications({ id, extras, writable, onSaved }: { id: string; extras: 
   const action = useAction()
   const withSecret = async (call: () => Promise<{ signing_secret: string | null }>) => {
     let answer: { signing_secret: string | null } | undefined
-    if (await action.run(async () => (answer = await call()))) {
-      setSecret(answer!.signing_secret ?? undefined)
-      onSaved()
-    }
+    if (!(await action.run(async () => (answer = await call())))) return false
+    setSecret(answer!.signing_secret ?? undefined)
+    onSaved()
+    return true
   }
   return (
     <section aria-label="Notifications">
@@ -324,7 +342,7 @@ function Notifications({ id, extras, writable, onSaved }: { id: string; extras: 
                   <button type="button" disabled={action.busy} onClick={() => withSecret(() => api(`/dashboard/api/keys/${id}/webhook/rotate`, { method: 'POST' }))}>
                     Rotate signing secret
                   </button>
-                  <button type="button" class="danger" disabled={action.busy} onClick={() => withSecret(() => api(`/dashboard/api/keys/${id}/webhook`, { method: 'DELETE' })).then(() => setUrl(''))}>
+                  <button type="button" class="danger" disabled={action.busy} onClick={() => withSecret(() => api(`/dashboard/api/keys/${id}/webhook`, { method: 'DELETE' })).then((removed) => removed && setUrl(''))}>
                     Remove webhook
                   </button>
                 </>
@@ -336,7 +354,12 @@ function Notifications({ id, extras, writable, onSaved }: { id: string; extras: 
               type="checkbox"
               name="notify_email"
               checked={extras.notify_email}
-              onChange={(event) => action.run(() => api(`/dashboard/api/keys/${id}/notify-email`, { method: 'PUT', body: { on: event.currentTarget.checked } })).then(onSaved)}
+              onChange={async (event) => {
+                const box = event.currentTarget
+                // A refused change puts the box back as stored.
+                if (!(await action.run(() => api(`/dashboard/api/keys/${id}/notify-email`, { method: 'PUT', body: { on: box.checked } })))) box.checked = extras.notify_email
+                onSaved()
+              }}
             />
             E-mail the workspace's members when a batch ends
           </label>

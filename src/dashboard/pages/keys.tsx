@@ -7,7 +7,7 @@ import { KeyDetail } from './key-detail'
 const shapes = ['chat', 'chat_router', 'messages', 'content', 'decisions']
 
 /** `#/keys` lists; `#/keys/<id>` opens one key. */
-export function KeysPage({ session, path }: { session: Session; path: string }) {
+export function KeysPage({ session, path }: { session: Session; path: string; refreshSession: () => void }) {
   const id = /^#\/keys\/([0-9a-f-]{36})$/i.exec(path)?.[1]
   return id ? <KeyDetail id={id} session={session} /> : <KeyList session={session} />
 }

@@ -10,9 +10,9 @@ interface Costs {
   totals: { input_tokens: number; output_tokens: number; cost_usd: number; unpriced_requests: number }
 }
 
-const usd = (value: number) => `$${value < 1 ? value.toFixed(4) : value.toFixed(2)}`
+const usd = (value: number) => `$${value === 0 ? '0' : value < 0.01 ? value.toPrecision(2) : value.toFixed(2)}`
 
-export function OverviewPage(_props: { session: Session; path: string }) {
+export function OverviewPage(_props: { session: Session; path: string; refreshSession: () => void }) {
   const [range, setRange] = useState('24h')
   const [keyId, setKeyId] = useState('')
   const keys = useLoad(() => api<InferenceKey[]>('/api/v1/keys'), [])

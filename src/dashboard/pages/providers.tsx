@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks'
 import { api, type Gateway, type Provider, type Session } from '../api'
 import { ErrorLine, Table, useAction, useLoad, when } from '../ui'
 
-export function ProvidersPage({ session }: { session: Session; path: string }) {
+export function ProvidersPage({ session }: { session: Session; path: string; refreshSession: () => void }) {
   const providers = useLoad(() => api<Provider[]>('/api/v1/providers'), [])
   const gateways = useLoad(() => api<Gateway[]>('/api/v1/gateways'), [])
   const action = useAction()

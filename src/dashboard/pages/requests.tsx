@@ -10,7 +10,7 @@ import { ErrorLine, Table, useLoad, when } from '../ui'
 /** The attempt path as stored (`groq:server-error>openai:ok`), spaced for reading. */
 const pathText = (path: string | null) => (path ? path.split('>').join(' > ') : '–')
 
-export function RequestsPage(_props: { session: Session; path: string }) {
+export function RequestsPage(_props: { session: Session; path: string; refreshSession: () => void }) {
   const [range, setRange] = useState('24h')
   const [keyId, setKeyId] = useState('')
   const [status, setStatus] = useState('')
@@ -52,8 +52,8 @@ export function RequestsPage(_props: { session: Session; path: string }) {
           Status
           <select value={status} onChange={(event) => setStatus(event.currentTarget.value)}>
             <option value="">any</option>
-            <option value="ok">2xx</option>
-            <option value="error">errors</option>
+            <option value="ok">succeeded</option>
+            <option value="error">errors (4xx, 5xx)</option>
           </select>
         </label>
         <label>

@@ -12,7 +12,7 @@ interface Overview {
   management_keys: { id: string; prefix: string; read_only: boolean; created_at: string }[]
 }
 
-export function WorkspacePage({ session }: { session: Session; path: string }) {
+export function WorkspacePage({ session, refreshSession }: { session: Session; path: string; refreshSession: () => void }) {
   const overview = useLoad(() => api<Overview>('/dashboard/api/workspace'), [])
   const writable = !session.read_only
   if (overview.error) return <ErrorLine error={overview.error} />
@@ -26,7 +26,15 @@ export function WorkspacePage({ session }: { session: Session; path: string }) {
       </p>
       <Settings settings={overview.data.settings} writable={writable} onSaved={overview.reload} />
       <Members members={overview.data.members} writable={writable} onSaved={overview.reload} />
-      <ManagementKeys keys={overview.data.management_keys} writable={writable} onSaved={overview.reload} />
+      <ManagementKeys
+        keys={overview.data.management_keys}
+        writable={writable}
+        onSaved={() => {
+          overview.reload()
+          // The signed-in key may be the one made read-only.
+          refreshSession()
+        }}
+      />
     </>
   )
 }

@@ -16,7 +16,7 @@ export interface RecentFilter {
   workspaceId: string
   sinceMs: number
   keyId?: string
-  /** `ok`: 2xx; `error`: anything else; a number: that status. */
+  /** `ok`: below 400; `error`: 400 and above (what the usage summary counts as errors); a number: that status. */
   status?: 'ok' | 'error' | number
   model?: string
   limit: number
@@ -191,8 +191,8 @@ export function createRequestLogRepository(db: Db) {
       const conditions: SQL[] = [eq(requestLogs.workspaceId, filter.workspaceId), gte(requestLogs.createdAt, filter.sinceMs)]
       if (filter.keyId !== undefined) conditions.push(eq(requestLogs.keyId, filter.keyId))
       if (filter.model !== undefined) conditions.push(eq(requestLogs.model, filter.model))
-      if (filter.status === 'ok') conditions.push(gte(requestLogs.status, 200), lt(requestLogs.status, 300))
-      else if (filter.status === 'error') conditions.push(sql`(${requestLogs.status} < 200 or ${requestLogs.status} >= 300)`)
+      if (filter.status === 'ok') conditions.push(lt(requestLogs.status, 400))
+      else if (filter.status === 'error') conditions.push(gte(requestLogs.status, 400))
       else if (filter.status !== undefined) conditions.push(eq(requestLogs.status, filter.status))
       return db
         .select()
