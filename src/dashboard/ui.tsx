@@ -1,7 +1,7 @@
 /** The dashboard's shared pieces: loading data, error lines, tables, the secret shown once. */
 import type { ComponentChildren } from 'preact'
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
-import { ApiError } from './api'
+import { ApiError, type InferenceKey } from './api'
 
 /**
  * Loads with `load` whenever `deps` change; `reload` loads again (after a write). Only the latest
@@ -121,3 +121,75 @@ export function SecretNotice({ title, secret, note, onDismiss }: { title: string
 }
 
 export const when = (iso: string | null | undefined) => (iso ? new Date(iso).toLocaleString() : '–')
+
+/** The usage ranges of the API (SPEC "Usage filters"). */
+export function RangeSelect({ value, onChange }: { value: string; onChange: (value: string) => void }) {
+  return (
+    <label>
+      Range
+      <select value={value} onChange={(event) => onChange(event.currentTarget.value)}>
+        <option value="24h">last 24 hours</option>
+        <option value="7d">last 7 days</option>
+        <option value="30d">last 30 days</option>
+      </select>
+    </label>
+  )
+}
+
+/** One key of the workspace, or all. */
+export function KeySelect({ keys, value, onChange }: { keys: InferenceKey[]; value: string; onChange: (value: string) => void }) {
+  return (
+    <label>
+      Key
+      <select value={value} onChange={(event) => onChange(event.currentTarget.value)}>
+        <option value="">all keys</option>
+        {keys.map((key) => (
+          <option value={key.id}>{key.label ?? key.key_prefix}</option>
+        ))}
+      </select>
+    </label>
+  )
+}
+
+/** A checkbox with its label beside it. */
+export function Checkbox({ name, checked, onChange, children }: { name: string; checked: boolean; onChange: (checked: boolean) => void; children: ComponentChildren }) {
+  return (
+    <label style="flex-direction:row;align-items:center;color:inherit">
+      <input type="checkbox" name={name} checked={checked} onChange={(event) => onChange(event.currentTarget.checked)} /> {children}
+    </label>
+  )
+}
+
+/** A form's save button (for a key that may write) and its "Saved." once saved. */
+export function SaveButton({ label, writable, busy, saved }: { label: string; writable: boolean; busy: boolean; saved: boolean }) {
+  return (
+    <>
+      {writable ? (
+        <button class="primary" type="submit" disabled={busy}>
+          {label}
+        </button>
+      ) : null}
+      {saved ? <span role="status">Saved.</span> : null}
+    </>
+  )
+}
+
+/**
+ * A form's state seeded from the server's copy (`stored`), and seeded again only when that copy
+ * changes to something this form did not save itself: a save elsewhere on the page reloads the data,
+ * and must not wipe what is being typed here. `savedAs` takes the server's answer to this form's save.
+ */
+export function useServerForm<F>(stored: unknown, toForm: () => F) {
+  const [form, setForm] = useState(toForm)
+  const text = JSON.stringify(stored)
+  const basis = useRef(text)
+  useEffect(() => {
+    if (text === basis.current) return
+    basis.current = text
+    setForm(toForm())
+  }, [text])
+  const savedAs = (answer: unknown) => {
+    basis.current = JSON.stringify(answer)
+  }
+  return [form, setForm, savedAs] as const
+}

@@ -4,9 +4,9 @@
  * percentages, the decisioner), its webhook (the signing secret shown once, rotate, clear), e-mail
  * notifications and MCP servers. Every save goes to the API, which checks it.
  */
-import { useEffect, useState } from 'preact/hooks'
+import { useState } from 'preact/hooks'
 import { api, type InferenceKey, type Provider, type Rule, type Session } from '../api'
-import { ErrorLine, SecretNotice, Table, useAction, useLoad, when } from '../ui'
+import { Checkbox, ErrorLine, SaveButton, SecretNotice, Table, useAction, useLoad, useServerForm, when } from '../ui'
 
 interface KeyDetailView extends InferenceKey {
   companion_ads: boolean
@@ -57,6 +57,17 @@ function wholeOrNull(text: string, field: string): number | null {
   return value
 }
 
+/** The settings as the server holds them (what the settings form is seeded from). */
+const storedSettings = (view: KeyDetailView) => ({
+  label: view.label,
+  allowed_ips: view.allowed_ips,
+  steering_message: view.steering_message,
+  failover_ttfb_ms: view.failover_ttfb_ms,
+  upstream_timeout_ms: view.upstream_timeout_ms,
+  companion_ads: view.companion_ads,
+  keyterms: view.keyterms,
+})
+
 function Settings({ view, writable, onSaved }: { view: KeyDetailView; writable: boolean; onSaved: () => void }) {
   const initial = () => ({
     name: view.label ?? '',
@@ -67,10 +78,7 @@ function Settings({ view, writable, onSaved }: { view: KeyDetailView; writable: 
     companion_ads: view.companion_ads,
     keyterms: view.keyterms,
   })
-  const [form, setForm] = useState(initial)
-  // Reset from the server only when these settings changed there: a save elsewhere on the page
-  // reloads the key and must not wipe edits not saved yet.
-  useEffect(() => setForm(initial()), [JSON.stringify(initial())])
+  const [form, setForm, savedAs] = useServerForm(storedSettings(view), initial)
   const action = useAction()
   const [saved, setSaved] = useState(false)
   const set = (patch: Partial<ReturnType<typeof initial>>) => (setSaved(false), setForm((current) => ({ ...current, ...patch })))
@@ -86,7 +94,7 @@ function Settings({ view, writable, onSaved }: { view: KeyDetailView; writable: 
         companion_ads: form.companion_ads,
         keyterms: form.keyterms,
       }
-      return api(`/api/v1/keys/${view.id}`, { method: 'PATCH', body })
+      return api<KeyDetailView>(`/api/v1/keys/${view.id}`, { method: 'PATCH', body }).then((answer) => savedAs(storedSettings(answer)))
     }
     if (await action.run(save)) {
       setSaved(true)
@@ -117,18 +125,13 @@ function Settings({ view, writable, onSaved }: { view: KeyDetailView; writable: 
           Steering message
           <textarea name="steering_message" rows={3} maxLength={2000} value={form.steering_message} onInput={(event) => set({ steering_message: event.currentTarget.value })} />
         </label>
-        <label style="flex-direction:row;align-items:center;color:inherit">
-          <input type="checkbox" name="companion_ads" checked={form.companion_ads} onChange={(event) => set({ companion_ads: event.currentTarget.checked })} /> Companion ads
-        </label>
-        <label style="flex-direction:row;align-items:center;color:inherit">
-          <input type="checkbox" name="keyterms" checked={form.keyterms} onChange={(event) => set({ keyterms: event.currentTarget.checked })} /> Keyterm links
-        </label>
-        {writable ? (
-          <button class="primary" type="submit" disabled={action.busy}>
-            Save settings
-          </button>
-        ) : null}
-        {saved ? <span role="status">Saved.</span> : null}
+        <Checkbox name="companion_ads" checked={form.companion_ads} onChange={(checked) => set({ companion_ads: checked })}>
+          Companion ads
+        </Checkbox>
+        <Checkbox name="keyterms" checked={form.keyterms} onChange={(checked) => set({ keyterms: checked })}>
+          Keyterm links
+        </Checkbox>
+        <SaveButton label="Save settings" writable={writable} busy={action.busy} saved={saved} />
       </fieldset>
       <ErrorLine error={action.error} />
     </form>
@@ -145,9 +148,7 @@ function RoutingEditor({ id, rule, providers, writable, onSaved }: { id: string;
     remaps: rule.model_remaps.map((remap): RemapRow => ({ ...remap, percent: String(remap.percent) })),
     decisioner: rule.decisioner ? JSON.stringify(rule.decisioner, null, 2) : '',
   })
-  const [form, setForm] = useState(fromRule)
-  // As for the settings: reset only when the stored rule changed.
-  useEffect(() => setForm(fromRule()), [JSON.stringify(rule)])
+  const [form, setForm, savedAs] = useServerForm(rule, fromRule)
   const action = useAction()
   const [saved, setSaved] = useState(false)
   const update = (patch: Partial<ReturnType<typeof fromRule>>) => (setSaved(false), setForm((current) => ({ ...current, ...patch })))
@@ -187,7 +188,7 @@ function RoutingEditor({ id, rule, providers, writable, onSaved }: { id: string;
         })),
         decisioner,
       }
-      return api(`/api/v1/keys/${id}/routing`, { method: 'PUT', body })
+      return api<Rule>(`/api/v1/keys/${id}/routing`, { method: 'PUT', body }).then(savedAs)
     }
     if (await action.run(save)) {
       setSaved(true)

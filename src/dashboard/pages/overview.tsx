@@ -2,7 +2,7 @@
 import { useMemo, useState } from 'preact/hooks'
 import { api, type InferenceKey, type SeriesItem, type Session, type Summary } from '../api'
 import { TimeChart } from '../chart'
-import { ErrorLine, Table, useLoad } from '../ui'
+import { ErrorLine, KeySelect, RangeSelect, Table, useLoad } from '../ui'
 
 type Breakdown = { name: string; requests: number }[]
 interface Costs {
@@ -45,23 +45,8 @@ export function OverviewPage(_props: { session: Session; path: string; refreshSe
     <>
       <h2>Usage</h2>
       <div class="toolbar">
-        <label>
-          Range
-          <select value={range} onChange={(event) => setRange(event.currentTarget.value)}>
-            <option value="24h">last 24 hours</option>
-            <option value="7d">last 7 days</option>
-            <option value="30d">last 30 days</option>
-          </select>
-        </label>
-        <label>
-          Key
-          <select value={keyId} onChange={(event) => setKeyId(event.currentTarget.value)}>
-            <option value="">all keys</option>
-            {(keys.data ?? []).map((key) => (
-              <option value={key.id}>{key.label ?? key.key_prefix}</option>
-            ))}
-          </select>
-        </label>
+        <RangeSelect value={range} onChange={setRange} />
+        <KeySelect keys={keys.data ?? []} value={keyId} onChange={setKeyId} />
       </div>
       <ErrorLine error={usage.error ?? keys.error} />
       {summary ? (

@@ -5,7 +5,7 @@
  */
 import { useState } from 'preact/hooks'
 import { api, type InferenceKey, type RequestRow, type Session } from '../api'
-import { ErrorLine, Table, useLoad, when } from '../ui'
+import { ErrorLine, KeySelect, RangeSelect, Table, useLoad, when } from '../ui'
 
 /** The attempt path as stored (`groq:server-error>openai:ok`), spaced for reading. */
 const pathText = (path: string | null) => (path ? path.split('>').join(' > ') : '–')
@@ -31,23 +31,8 @@ export function RequestsPage(_props: { session: Session; path: string; refreshSe
           setApplied(model.trim())
         }}
       >
-        <label>
-          Range
-          <select value={range} onChange={(event) => setRange(event.currentTarget.value)}>
-            <option value="24h">last 24 hours</option>
-            <option value="7d">last 7 days</option>
-            <option value="30d">last 30 days</option>
-          </select>
-        </label>
-        <label>
-          Key
-          <select value={keyId} onChange={(event) => setKeyId(event.currentTarget.value)}>
-            <option value="">all keys</option>
-            {(keys.data ?? []).map((key) => (
-              <option value={key.id}>{key.label ?? key.key_prefix}</option>
-            ))}
-          </select>
-        </label>
+        <RangeSelect value={range} onChange={setRange} />
+        <KeySelect keys={keys.data ?? []} value={keyId} onChange={setKeyId} />
         <label>
           Status
           <select value={status} onChange={(event) => setStatus(event.currentTarget.value)}>

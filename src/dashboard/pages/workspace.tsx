@@ -2,9 +2,9 @@
  * The workspace: its settings (allowlist, steering message, body capture), its members (who gets
  * batch e-mails) and its management keys (created with the secret shown once; read-only or not).
  */
-import { useEffect, useState } from 'preact/hooks'
+import { useState } from 'preact/hooks'
 import { api, type Session } from '../api'
-import { ErrorLine, SecretNotice, Table, useAction, useLoad, when } from '../ui'
+import { Checkbox, ErrorLine, SaveButton, SecretNotice, Table, useAction, useLoad, useServerForm, when } from '../ui'
 
 interface Overview {
   settings: { id: string; name: string; allowed_ips: string[]; steering_message: string | null; capture_bodies: boolean; suspended: boolean }
@@ -41,13 +41,12 @@ export function WorkspacePage({ session, refreshSession }: { session: Session; p
 
 function Settings({ settings, writable, onSaved }: { settings: Overview['settings']; writable: boolean; onSaved: () => void }) {
   const initial = () => ({ allowed_ips: settings.allowed_ips.join('\n'), steering_message: settings.steering_message ?? '', capture_bodies: settings.capture_bodies })
-  const [form, setForm] = useState(initial)
-  useEffect(() => setForm(initial()), [JSON.stringify(initial())])
+  const [form, setForm, savedAs] = useServerForm(settings, initial)
   const [saved, setSaved] = useState(false)
   const action = useAction()
   const submit = async (event: Event) => {
     event.preventDefault()
-    if (await action.run(() => api('/dashboard/api/workspace', { method: 'PATCH', body: form }))) {
+    if (await action.run(() => api('/dashboard/api/workspace', { method: 'PATCH', body: form }).then(savedAs))) {
       setSaved(true)
       onSaved()
     }
@@ -64,16 +63,10 @@ function Settings({ settings, writable, onSaved }: { settings: Overview['setting
           Steering message
           <textarea name="steering_message" rows={3} maxLength={2000} value={form.steering_message} onInput={(event) => (setSaved(false), setForm({ ...form, steering_message: event.currentTarget.value }))} />
         </label>
-        <label style="flex-direction:row;align-items:center;color:inherit">
-          <input type="checkbox" name="capture_bodies" checked={form.capture_bodies} onChange={(event) => (setSaved(false), setForm({ ...form, capture_bodies: event.currentTarget.checked }))} /> Capture request bodies
-          (shown in the request explorer)
-        </label>
-        {writable ? (
-          <button class="primary" type="submit" disabled={action.busy}>
-            Save settings
-          </button>
-        ) : null}
-        {saved ? <span role="status">Saved.</span> : null}
+        <Checkbox name="capture_bodies" checked={form.capture_bodies} onChange={(checked) => (setSaved(false), setForm({ ...form, capture_bodies: checked }))}>
+          Capture request bodies (shown in the request explorer)
+        </Checkbox>
+        <SaveButton label="Save settings" writable={writable} busy={action.busy} saved={saved} />
       </fieldset>
       <ErrorLine error={action.error} />
     </form>
