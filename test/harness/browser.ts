@@ -81,12 +81,15 @@ export async function openPage(browser: Browser, url?: string, size: ViewportNam
   const context = await browser.newContext({ ...viewports[size] })
   const errors: string[] = []
   const blocked: string[] = []
-  await context.route('**/*', (route) => {
-    const requested = route.request().url()
-    if (loopbackHosts.has(new URL(requested).hostname)) return route.continue()
-    blocked.push(requested)
-    return route.abort('blockedbyclient')
-  })
+  // Only requests to other hosts are intercepted: the page's own go straight through (intercepting
+  // every request made Playwright, under Bun, now and then lose track of a response object).
+  await context.route(
+    (address) => !loopbackHosts.has(address.hostname),
+    (route) => {
+      blocked.push(route.request().url())
+      return route.abort('blockedbyclient')
+    },
+  )
   // WebSockets bypass route(): never connected to a non-loopback server, only recorded.
   await context.routeWebSocket((address) => !loopbackHosts.has(address.hostname), (socket) => {
     blocked.push(socket.url())
