@@ -11,12 +11,13 @@ import type { Config } from '../config/env'
 import { managementAuth } from './admin/auth'
 import { readManagementJson } from './admin/index'
 import { accountSnapshot } from '../management/account'
-import { getKey, rotateKey } from '../management/keys'
+import { rotateKey, type KeyRef } from '../management/keys'
 import { recentRequests } from '../management/requests'
 import { usageCosts, type PriceOf } from '../management/usage'
 import { spellingFor } from '../gateways/model-catalog'
-import { badRequest } from '../management/errors'
-import { isPlainObject } from '../management/context'
+import type { Actor } from '../management/context'
+import { AllowedIpsInput } from '../management/schemas'
+import { Type } from '@sinclair/typebox'
 import { addMcpServer, keyNotifications, listMcpServers, removeMcpServer, setNotifyEmail, setWebhook } from '../management/key-settings'
 import { addMember, createManagementKey, setManagementKeyReadOnly, setWorkspaceSettings, workspaceOverview } from '../management/workspaces'
 import { catalogStaleAfterMs } from '../gateways/model-catalog'
@@ -53,13 +54,27 @@ export function dashboardRoutes(deps: AppDeps) {
     .use(dashboardApiRoutes(deps))
 }
 
+// The dashboard's bodies, validated like /api/v1's (a violation is a 400 naming the field).
+const RotateInput = Type.Object({ grace_seconds: Type.Optional(Type.Number()) })
+const WebhookInput = Type.Object({ url: Type.String() })
+const NotifyInput = Type.Object({ on: Type.Boolean() })
+const McpServerInput = Type.Object({ url: Type.String(), name: Type.Optional(Type.String()) })
+const WorkspaceInput = Type.Object({ allowed_ips: Type.Optional(AllowedIpsInput), steering_message: Type.Optional(Type.String()), capture_bodies: Type.Optional(Type.Boolean()) })
+const MemberInput = Type.Object({ email: Type.String() })
+const ManagementKeyInput = Type.Object({ read_only: Type.Optional(Type.Boolean()) })
+const ReadOnlyInput = Type.Object({ read_only: Type.Boolean() })
+
 /** The dashboard's own calls. Not part of the public API: hidden from the OpenAPI document. */
 function dashboardApiRoutes(deps: AppDeps) {
+  const hidden = { detail: { hide: true } }
+  const json = { parse: ['managementJson' as const], ...hidden }
+  // A key of the signed-in workspace: another workspace's is not found, as on /api/v1.
+  const keyOf = (actor: Actor, id: string): KeyRef => ({ id, workspaceId: actor.workspaceId })
   return new Elysia({ prefix: '/dashboard/api', name: 'dashboard-api', normalize: false })
     .parser('managementJson', readManagementJson)
     .use(managementAuth(deps))
     // Who signed in: the workspace and whether the key may write (a read-only key sees no write control).
-    .get('/session', ({ actor }) => data({ workspace: accountSnapshot(deps, actor).workspace, read_only: actor.readOnly }), { detail: { hide: true } })
+    .get('/session', ({ actor }) => data({ workspace: accountSnapshot(deps, actor).workspace, read_only: actor.readOnly }), hidden)
     // Tokens and estimated cost by model and gateway, for the usage page's filters.
     .get('/usage/costs', async ({ actor, request }) => {
       const search = new URL(request.url).searchParams
@@ -70,90 +85,32 @@ function dashboardApiRoutes(deps: AppDeps) {
         return spelled ? catalog.prices.get(spelled) : undefined
       }
       return data(await usageCosts(deps, actor, { range: search.get('range') ?? undefined, api_key_id: ids.length ? ids : undefined }, priceOf))
-    }, { detail: { hide: true } })
+    }, hidden)
     .get('/requests', async ({ actor, request }) => {
       const search = new URL(request.url).searchParams
       const text = (name: string) => search.get(name) ?? undefined
       return data(await recentRequests(deps, actor, { range: text('range'), api_key_id: text('api_key_id'), status: text('status'), model: text('model') }))
-    }, { detail: { hide: true } })
+    }, hidden)
     // Rotation with a grace window (SPEC: the previous secret keeps working until grace_until); the new key is shown once.
-    .post(
-      '/keys/:id/rotate',
-      ({ actor, params, body }) => {
-        getKey(deps, actor, params.id)
-        const grace = isPlainObject(body) ? body.grace_seconds : undefined
-        if (grace !== undefined && typeof grace !== 'number') throw badRequest('Invalid grace_seconds: expected a whole number of 0 or more.')
-        return data(rotateKey(deps, params.id, grace))
-      },
-      { parse: ['managementJson'], detail: { hide: true } },
-    )
-    // The key's notifications and MCP servers (SPEC leaves them to the dashboard). Each checks first
-    // that the key is the signed-in workspace's (404 otherwise, as /api/v1 answers).
-    .get('/keys/:id/extras', ({ actor, params }) => {
-      getKey(deps, actor, params.id)
-      return data({ ...keyNotifications(deps, params.id), mcp_servers: listMcpServers(deps, params.id).servers })
-    }, { detail: { hide: true } })
+    .post('/keys/:id/rotate', ({ actor, params, body }) => data(rotateKey(deps, keyOf(actor, params.id), body.grace_seconds)), { ...json, body: RotateInput })
+    // The key's notifications and MCP servers (SPEC leaves them to the dashboard).
+    .get('/keys/:id/extras', ({ actor, params }) => data({ ...keyNotifications(deps, keyOf(actor, params.id)), mcp_servers: listMcpServers(deps, keyOf(actor, params.id)).servers }), hidden)
     // A new webhook URL, or a rotation: the signing secret is in this answer only.
-    .put('/keys/:id/webhook', async ({ actor, params, body }) => {
-      getKey(deps, actor, params.id)
-      return data(await setWebhook(deps, params.id, { url: stringField(body, 'url', true) }))
-    }, { parse: ['managementJson'], detail: { hide: true } })
-    .post('/keys/:id/webhook/rotate', async ({ actor, params }) => {
-      getKey(deps, actor, params.id)
-      return data(await setWebhook(deps, params.id, { rotateSecret: true }))
-    }, { detail: { hide: true } })
-    .delete('/keys/:id/webhook', async ({ actor, params }) => {
-      getKey(deps, actor, params.id)
-      return data(await setWebhook(deps, params.id, { clear: true }))
-    }, { detail: { hide: true } })
-    .put('/keys/:id/notify-email', ({ actor, params, body }) => {
-      getKey(deps, actor, params.id)
-      const on = isPlainObject(body) ? body.on : undefined
-      if (typeof on !== 'boolean') throw badRequest('Invalid on: expected true or false.')
-      return data(setNotifyEmail(deps, params.id, on))
-    }, { parse: ['managementJson'], detail: { hide: true } })
-    .post('/keys/:id/mcp-servers', async ({ actor, params, body }) => {
-      getKey(deps, actor, params.id)
-      return data((await addMcpServer(deps, params.id, stringField(body, 'url', true)!, stringField(body, 'name', false))).servers)
-    }, { parse: ['managementJson'], detail: { hide: true } })
-    .delete('/keys/:id/mcp-servers/:server', ({ actor, params }) => {
-      getKey(deps, actor, params.id)
-      return data(removeMcpServer(deps, params.id, params.server).servers)
-    }, { detail: { hide: true } })
+    .put('/keys/:id/webhook', async ({ actor, params, body }) => data(await setWebhook(deps, keyOf(actor, params.id), { url: body.url })), { ...json, body: WebhookInput })
+    .post('/keys/:id/webhook/rotate', async ({ actor, params }) => data(await setWebhook(deps, keyOf(actor, params.id), { rotateSecret: true })), hidden)
+    .delete('/keys/:id/webhook', async ({ actor, params }) => data(await setWebhook(deps, keyOf(actor, params.id), { clear: true })), hidden)
+    .put('/keys/:id/notify-email', ({ actor, params, body }) => data(setNotifyEmail(deps, keyOf(actor, params.id), body.on)), { ...json, body: NotifyInput })
+    .post('/keys/:id/mcp-servers', async ({ actor, params, body }) => data((await addMcpServer(deps, keyOf(actor, params.id), body.url, body.name)).servers), { ...json, body: McpServerInput })
+    .delete('/keys/:id/mcp-servers/:server', ({ actor, params }) => data(removeMcpServer(deps, keyOf(actor, params.id), params.server).servers), hidden)
     // The workspace: settings, members, management keys (created with the secret shown once; the
     // read-only flag is changed here only, SPEC "Management key").
-    .get('/workspace', ({ actor }) => data(workspaceOverview(deps, actor.workspaceId)), { detail: { hide: true } })
-    .patch('/workspace', ({ actor, body }) => {
-      if (!isPlainObject(body)) throw badRequest('Request body must be a JSON object.')
-      const flag = body.capture_bodies
-      if (flag !== undefined && typeof flag !== 'boolean') throw badRequest('Invalid capture_bodies: expected true or false.')
-      return data(
-        setWorkspaceSettings(deps, actor.workspaceId, {
-          allowedIps: stringField(body, 'allowed_ips', false),
-          steeringMessage: stringField(body, 'steering_message', false),
-          captureBodies: flag,
-        }),
-      )
-    }, { parse: ['managementJson'], detail: { hide: true } })
-    .post('/workspace/members', ({ actor, body }) => data(addMember(deps, actor.workspaceId, stringField(body, 'email', true)!)), { parse: ['managementJson'], detail: { hide: true } })
-    .post('/workspace/management-keys', ({ actor, body }) => {
-      const readOnly = isPlainObject(body) ? body.read_only : undefined
-      if (readOnly !== undefined && typeof readOnly !== 'boolean') throw badRequest('Invalid read_only: expected true or false.')
-      return data(createManagementKey(deps, actor.workspaceId, readOnly ?? false))
-    }, { parse: ['managementJson'], detail: { hide: true } })
-    .patch('/workspace/management-keys/:id', ({ actor, params, body }) => {
-      const readOnly = isPlainObject(body) ? body.read_only : undefined
-      if (typeof readOnly !== 'boolean') throw badRequest('Invalid read_only: expected true or false.')
-      return data(setManagementKeyReadOnly(deps, params.id, readOnly, actor.workspaceId))
-    }, { parse: ['managementJson'], detail: { hide: true } })
-}
-
-/** A string field of a JSON body: 400 naming it when it is not a string (or missing and required). */
-function stringField(body: unknown, name: string, required: true): string
-function stringField(body: unknown, name: string, required: false): string | undefined
-function stringField(body: unknown, name: string, required: boolean): string | undefined {
-  const value = isPlainObject(body) ? body[name] : undefined
-  if (value === undefined && !required) return undefined
-  if (typeof value !== 'string') throw badRequest(`Invalid ${name}: expected a string.`)
-  return value
+    .get('/workspace', ({ actor }) => data(workspaceOverview(deps, actor.workspaceId)), hidden)
+    .patch(
+      '/workspace',
+      ({ actor, body }) => data(setWorkspaceSettings(deps, actor.workspaceId, { allowedIps: body.allowed_ips, steeringMessage: body.steering_message, captureBodies: body.capture_bodies })),
+      { ...json, body: WorkspaceInput },
+    )
+    .post('/workspace/members', ({ actor, body }) => data(addMember(deps, actor.workspaceId, body.email)), { ...json, body: MemberInput })
+    .post('/workspace/management-keys', ({ actor, body }) => data(createManagementKey(deps, actor.workspaceId, body.read_only ?? false)), { ...json, body: ManagementKeyInput })
+    .patch('/workspace/management-keys/:id', ({ actor, params, body }) => data(setManagementKeyReadOnly(deps, params.id, body.read_only, actor.workspaceId)), { ...json, body: ReadOnlyInput })
 }

@@ -6,18 +6,12 @@
  */
 import { randomUUID } from 'node:crypto'
 import { generateSecret } from '../storage/crypto'
-import type { InferenceKeyRow } from '../storage/repositories/inference-keys'
-import { uuidPattern, type ManagementDeps } from './context'
-import { badRequest, messages, notFound } from './errors'
+import type { ManagementDeps } from './context'
+import { badRequest, notFound } from './errors'
+import { requireKeyRow as requireKey, type KeyRef } from './keys'
 import { checkOutboundUrl } from './outbound-target'
 
-function requireKey(deps: ManagementDeps, keyId: string): InferenceKeyRow {
-  const key = uuidPattern.test(keyId) ? deps.repositories.inferenceKeys.getById(keyId) : undefined
-  if (!key) throw notFound(messages.keyNotFound)
-  return key
-}
-
-export async function setWebhook(deps: ManagementDeps, keyId: string, action: { url?: string; rotateSecret?: boolean; clear?: boolean }) {
+export async function setWebhook(deps: ManagementDeps, keyId: KeyRef, action: { url?: string; rotateSecret?: boolean; clear?: boolean }) {
   const key = requireKey(deps, keyId)
   if (action.clear) {
     deps.repositories.inferenceKeys.update(key.workspaceId, key.id, [{ webhookUrl: null, webhookSecretCiphertext: null }])
@@ -41,12 +35,12 @@ export async function setWebhook(deps: ManagementDeps, keyId: string, action: { 
 }
 
 /** The key's notification settings as the dashboard shows them (the signing secret never). */
-export function keyNotifications(deps: ManagementDeps, keyId: string) {
+export function keyNotifications(deps: ManagementDeps, keyId: KeyRef) {
   const key = requireKey(deps, keyId)
   return { webhook_url: key.webhookUrl, notify_email: key.notifyEmail }
 }
 
-export function setNotifyEmail(deps: ManagementDeps, keyId: string, on: boolean) {
+export function setNotifyEmail(deps: ManagementDeps, keyId: KeyRef, on: boolean) {
   const key = requireKey(deps, keyId)
   deps.repositories.inferenceKeys.update(key.workspaceId, key.id, [{ notifyEmail: on }])
   return { id: key.id, notify_email: on }
@@ -63,7 +57,7 @@ function presentMcpServers(deps: ManagementDeps, keyId: string) {
  * An MCP server is called on the key's behalf like a webhook, so it follows the webhook's target
  * rule (outbound-target.ts), here at save time and in the MCP client at every connection.
  */
-export async function addMcpServer(deps: ManagementDeps, keyId: string, rawUrl: string, name?: string) {
+export async function addMcpServer(deps: ManagementDeps, keyId: KeyRef, rawUrl: string, name?: string) {
   const key = requireKey(deps, keyId)
   const url = await checkOutboundUrl(rawUrl, deps.config.webhookAllowPrivate, 'MCP server')
   deps.repositories.inferenceKeys.addMcpServer({
@@ -76,11 +70,11 @@ export async function addMcpServer(deps: ManagementDeps, keyId: string, rawUrl: 
   return presentMcpServers(deps, key.id)
 }
 
-export function listMcpServers(deps: ManagementDeps, keyId: string) {
+export function listMcpServers(deps: ManagementDeps, keyId: KeyRef) {
   return presentMcpServers(deps, requireKey(deps, keyId).id)
 }
 
-export function removeMcpServer(deps: ManagementDeps, keyId: string, serverId: string) {
+export function removeMcpServer(deps: ManagementDeps, keyId: KeyRef, serverId: string) {
   const key = requireKey(deps, keyId)
   if (!deps.repositories.inferenceKeys.removeMcpServer(key.id, serverId)) throw notFound(`MCP server ${serverId} is not attached to this key.`)
   return presentMcpServers(deps, key.id)

@@ -164,10 +164,22 @@ export function putRouting(deps: ManagementDeps, actor: Actor, id: string, body:
 export const defaultRotationGraceSeconds = 86_400
 const maxRotationGraceSeconds = 30 * 86_400
 
+/**
+ * A key named by the operator (the CLI: any workspace) or by a workspace's management key (the
+ * dashboard: that workspace's keys only; another's is not found, as on /api/v1).
+ */
+export type KeyRef = string | { id: string; workspaceId: string }
+
+export function requireKeyRow(deps: ManagementDeps, ref: KeyRef): InferenceKeyRow {
+  const id = typeof ref === 'string' ? ref : ref.id
+  const key = uuidPattern.test(id) ? deps.repositories.inferenceKeys.getById(id) : undefined
+  if (!key || (typeof ref !== 'string' && key.workspaceId !== ref.workspaceId)) throw notFound(messages.keyNotFound)
+  return key
+}
+
 /** Rotation (CLI, dashboard): a new secret; the old one keeps working until `grace_until`. */
-export function rotateKey(deps: ManagementDeps, keyId: string, graceSeconds: number = defaultRotationGraceSeconds) {
-  const key = uuidPattern.test(keyId) ? deps.repositories.inferenceKeys.getById(keyId) : undefined
-  if (!key) throw notFound(messages.keyNotFound)
+export function rotateKey(deps: ManagementDeps, ref: KeyRef, graceSeconds: number = defaultRotationGraceSeconds) {
+  const key = requireKeyRow(deps, ref)
   if (key.revokedAt !== null) throw new ManagementError(409, messages.keyRevoked, 'key_revoked')
   if (!Number.isInteger(graceSeconds) || graceSeconds < 0 || graceSeconds > maxRotationGraceSeconds) {
     throw badRequest(`Invalid grace-seconds: expected a whole number from 0 to ${maxRotationGraceSeconds} (30 days).`)

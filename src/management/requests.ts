@@ -2,9 +2,9 @@
  * The dashboard's request explorer: a workspace's recent requests with their status, latency, stage
  * timings, attempt path and, when body capture is on, the request body. Read on the read thread.
  */
-import { uuidPattern, type Actor, type ManagementDeps } from './context'
-import { badRequest, messages, notFound } from './errors'
-import { bucketPlan, parseRange } from './usage'
+import type { Actor, ManagementDeps } from './context'
+import { badRequest } from './errors'
+import { bucketPlan, keyIdFilter, parseRange } from './usage'
 import type { RecentFilter } from '../storage/repositories/request-logs'
 import type { RecentRow } from '../storage/usage-reader'
 
@@ -21,12 +21,7 @@ export interface RequestsQueryInput {
 function buildFilter(deps: ManagementDeps, actor: Actor, query: RequestsQueryInput): RecentFilter {
   // The window the usage summary and chart count for the same range: from the first bucket.
   const filter: RecentFilter = { workspaceId: actor.workspaceId, sinceMs: bucketPlan(parseRange(query.range), deps.now().getTime()).first, limit: explorerPageSize }
-  if (query.api_key_id) {
-    if (!uuidPattern.test(query.api_key_id)) throw badRequest(`Invalid api_key_id: '${query.api_key_id.slice(0, 80)}' is not a key UUID.`)
-    const id = query.api_key_id.toLowerCase()
-    if (deps.repositories.inferenceKeys.listIds(actor.workspaceId, [id]).length === 0) throw notFound(messages.keyNotFound)
-    filter.keyId = id
-  }
+  if (query.api_key_id) filter.keyId = keyIdFilter(deps, actor, query.api_key_id)[0]
   if (query.status) {
     if (query.status === 'ok' || query.status === 'error') filter.status = query.status
     else if (/^[1-5]\d\d$/.test(query.status)) filter.status = Number(query.status)

@@ -63,7 +63,7 @@ export const RoutingInput = Type.Object(
 )
 export type RoutingInput = Static<typeof RoutingInput>
 
-const AllowedIpsInput = Type.Union([Type.Array(Type.String()), Type.String()], {
+export const AllowedIpsInput = Type.Union([Type.Array(Type.String()), Type.String()], {
   description: 'IPv4/IPv6 addresses or CIDR ranges: an array, or one string separated by commas or newlines.',
 })
 

@@ -28,18 +28,24 @@ export function bucketPlan(range: UsageRange, now: number) {
   return { size: dayMs, count: days, first: last - (days - 1) * dayMs }
 }
 
-function buildFilter(deps: ManagementDeps, actor: Actor, query: UsageQueryInput): { filter: UsageFilter; range: UsageRange } {
-  const range = parseRange(query.range)
-  const ids = query.api_key_id === undefined ? [] : Array.isArray(query.api_key_id) ? query.api_key_id : [query.api_key_id]
+/** The `api_key_id` filter: UUIDs of keys of the actor's workspace (400 for a malformed one, 404 for another's), lower-cased and unique. */
+export function keyIdFilter(deps: ManagementDeps, actor: Actor, value: string | string[] | undefined): string[] {
+  const ids = value === undefined ? [] : Array.isArray(value) ? value : [value]
   for (const id of ids) {
     if (typeof id !== 'string' || !uuidPattern.test(id)) throw badRequest(`Invalid api_key_id: '${String(id).slice(0, 80)}' is not a key UUID.`)
   }
   const unique = [...new Set(ids.map((id) => id.toLowerCase()))]
   const known = new Set(deps.repositories.inferenceKeys.listIds(actor.workspaceId, unique))
   if (unique.some((id) => !known.has(id))) throw notFound(messages.keyNotFound)
+  return unique
+}
+
+function buildFilter(deps: ManagementDeps, actor: Actor, query: UsageQueryInput): { filter: UsageFilter; range: UsageRange } {
+  const range = parseRange(query.range)
+  const keyIds = keyIdFilter(deps, actor, query.api_key_id)
   const plan = bucketPlan(range, deps.now().getTime())
   // The window starts at the first bucket so the summary and the series count the same rows.
-  return { range, filter: { workspaceId: actor.workspaceId, sinceMs: plan.first, keyIds: unique.length ? unique : undefined } }
+  return { range, filter: { workspaceId: actor.workspaceId, sinceMs: plan.first, keyIds: keyIds.length ? keyIds : undefined } }
 }
 
 const round = (value: number | null) => (value === null ? null : Math.round(value * 100) / 100)

@@ -60,7 +60,7 @@ export function createWorkspace(deps: ManagementDeps, name: string, kind = 'team
 }
 
 export interface WorkspaceSettingsInput {
-  allowedIps?: string
+  allowedIps?: string | string[]
   steeringMessage?: string
   captureBodies?: boolean
   suspended?: boolean

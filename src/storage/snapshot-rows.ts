@@ -157,9 +157,9 @@ export class SnapshotRowReader {
         base: full ? null : request.base,
         // Inside the transaction: the version of exactly the state read.
         configVersion: sqlite.query<{ version: number }, []>(queries.configVersion).get()?.version ?? 0,
-        workspaces: changes(this.sent.workspaces, all<WorkspaceRow>(queries.workspaces)),
-        providers: changes(this.sent.providers, all<ProviderRow>(queries.providers)),
-        keys: keyChanges(this.sent.keys, keys),
+        workspaces: changes(this.sent.workspaces, all<WorkspaceRow>(queries.workspaces), byId, asIs),
+        providers: changes(this.sent.providers, all<ProviderRow>(queries.providers), byId, asIs),
+        keys: changes(this.sent.keys, keys, (row) => row.key[0], keyRowOf),
         gatewaySettings: all<SnapshotRows['gatewaySettings'][number]>(queries.gatewaySettings),
         catalogs,
         modelIds: all<SnapshotRows['modelIds'][number]>(queries.modelIds),
@@ -256,34 +256,26 @@ function keyRowOf({ key, targets, remaps, mcpServers }: KeyValuesRow): KeyRow {
   }
 }
 
-/** keyChanges for keys read as value arrays: the JSON compared is the arrays', the rows sent are made objects. */
-function keyChanges(sent: Map<string, string>, rows: readonly KeyValuesRow[]): TableChanges<KeyRow> {
-  const upsert: KeyRow[] = []
+/**
+ * The rows whose JSON differs from what was sent last (remembered), made into what is sent, and the
+ * sent ids no longer there. Keys are compared as their value arrays and made objects only when sent.
+ */
+function changes<Row, Sent>(sent: Map<string, string>, rows: readonly Row[], idOf: (row: Row) => string, toSent: (row: Row) => Sent): TableChanges<Sent> {
+  const upsert: Sent[] = []
   const present = new Set<string>()
   for (const row of rows) {
-    const id = row.key[0]
+    const id = idOf(row)
     present.add(id)
     const json = JSON.stringify(row)
     if (sent.get(id) === json) continue
     sent.set(id, json)
-    upsert.push(keyRowOf(row))
+    upsert.push(toSent(row))
   }
   return { upsert, remove: removed(sent, present) }
 }
 
-/** The rows whose JSON differs from what was sent last (remembered), and the sent ids no longer there. */
-function changes<Row extends { id: string }>(sent: Map<string, string>, rows: readonly Row[]): TableChanges<Row> {
-  const upsert: Row[] = []
-  const present = new Set<string>()
-  for (const row of rows) {
-    present.add(row.id)
-    const json = JSON.stringify(row)
-    if (sent.get(row.id) === json) continue
-    sent.set(row.id, json)
-    upsert.push(row)
-  }
-  return { upsert, remove: removed(sent, present) }
-}
+const byId = (row: { id: string }) => row.id
+const asIs = <Row>(row: Row) => row
 
 /** The sent ids not present any more, forgotten. */
 function removed(sent: Map<string, string>, present: ReadonlySet<string>): string[] {

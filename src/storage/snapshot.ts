@@ -132,11 +132,14 @@ type Deps = { storage: Storage; reads: ReadThread; secretBox: SecretBox; config:
  * what it used in `current`, the caches the next build starts from.
  */
 class EntryMaker {
-  readonly current: Caches = { secrets: new Map(), allowlists: new Map(), prices: new Map(), catalogs: new Map() }
-
+  /**
+   * `current`: where what is used goes. A full build starts empty (so unused entries are dropped);
+   * a patch adds to the caches in use.
+   */
   constructor(
     private readonly previous: Caches,
     private readonly deps: Deps,
+    readonly current: Caches = { secrets: new Map(), allowlists: new Map(), prices: new Map(), catalogs: new Map() },
   ) {}
 
   private allowlist(json: string): CompiledAllowlist {
@@ -279,7 +282,7 @@ function buildSnapshot(store: SnapshotRowStore, rows: SmallTables, known: KnownP
  * a request keeps the entries it already took), and a new snapshot object with empty token and plan
  * caches, so no token or plan of the old entry is used again. `before`: the key's row until now.
  */
-function patchSnapshot(snapshot: Snapshot, store: SnapshotRowStore, change: Exclude<ConfigChange, { table: 'none' }>, before: KeyRow | undefined, make: EntryMaker, caches: Caches): Snapshot {
+function patchSnapshot(snapshot: Snapshot, store: SnapshotRowStore, change: Exclude<ConfigChange, { table: 'none' }>, before: KeyRow | undefined, make: EntryMaker): Snapshot {
   if (change.table === 'workspaces') {
     const row = store.workspaces.get(change.id)
     if (row) snapshot.workspaces.set(row.id, make.workspace(row))
@@ -303,10 +306,6 @@ function patchSnapshot(snapshot: Snapshot, store: SnapshotRowStore, change: Excl
       }
     }
     if (row && entry) addKey(snapshot.keysByPrefix, row, entry)
-  }
-  // What the entry used joins the caches the next full build starts from.
-  for (const [name, cache] of Object.entries(make.current) as [keyof Caches, Map<string, never>][]) {
-    for (const [key, value] of cache) (caches[name] as Map<string, never>).set(key, value)
   }
   return { ...snapshot, tokenCache: new Map(), planCache: new Map(), planCacheSize: 0 }
 }
@@ -498,7 +497,7 @@ export function createSnapshotStore(deps: Deps): SnapshotStore {
       const configVersion = deps.storage.configVersion()
       const before = change.table === 'keys' ? rowStore.keys.get(change.id) : undefined
       rowStore.patch(deps.storage.sqlite, change)
-      snapshot = patchSnapshot(snapshot, rowStore, change, before, new EntryMaker(caches, deps), caches)
+      snapshot = patchSnapshot(snapshot, rowStore, change, before, new EntryMaker(caches, deps, caches))
       buildCount++
       // This write's bump alone since the last look: nothing else to read. Otherwise another
       // connection wrote as well, and the next look at data_version rebuilds for it.

@@ -4,16 +4,10 @@
  * from the full run.
  */
 import { expect, test } from 'bun:test'
-import { repoRoot } from '../harness/service-process'
+import { benchTableRows } from '../harness/bench-table'
 
 test('bun run bench --scale prints the snapshot rebuild, usage query and inference-under-change lines', () => {
-  const run = Bun.spawnSync([process.execPath, 'run', 'scripts/bench.ts', '--scale', '--scale-rows', '10000', '--scale-window-ms', '300'], { cwd: repoRoot, stdout: 'pipe', stderr: 'pipe' })
-  expect(run.exitCode).toBe(0)
-  const rows = run.stdout
-    .toString()
-    .split('\n')
-    .filter((line) => line.startsWith('| ') && !line.startsWith('| what'))
-    .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()))
+  const rows = benchTableRows(['--scale', '--scale-rows', '10000', '--scale-window-ms', '300'], 'what')
   expect(rows.map(([what, size]) => `${what} @ ${size}`.replace(/\(\d+ (writes|times)\)/, '(N $1)'))).toEqual([
     ...['10 keys', '1,000 keys', '10,000 keys'].flatMap((size) => [
       `snapshot rebuild (1,000 provider keys), write to swap @ ${size}`,

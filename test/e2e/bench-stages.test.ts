@@ -3,16 +3,10 @@
  * the pipeline as it changes: every stage of the hot path measured, with a time and a heap figure.
  */
 import { expect, test } from 'bun:test'
-import { repoRoot } from '../harness/service-process'
+import { benchTableRows } from '../harness/bench-table'
 
 test('bun run bench --stages prints every stage of the hot path in ns/op and bytes/op', () => {
-  const run = Bun.spawnSync([process.execPath, 'run', 'scripts/bench.ts', '--stages'], { cwd: repoRoot, stdout: 'pipe', stderr: 'pipe' })
-  expect(run.exitCode).toBe(0)
-  const rows = run.stdout
-    .toString()
-    .split('\n')
-    .filter((line) => line.startsWith('| ') && !line.startsWith('| stage'))
-    .map((line) => line.split('|').slice(1, -1).map((cell) => cell.trim()))
+  const rows = benchTableRows(['--stages'], 'stage')
   expect(rows.map(([stage]) => stage)).toEqual([
     'authenticate (token cache warm)',
     'request context',

@@ -238,6 +238,11 @@ async function timedEvents(response: Response): Promise<{ at: number; event: Cli
 // Reading answers
 
 /** `{code, message}` and nothing else, with the code given and a message that says something. */
+/** The keyterm service was asked `count` times, each for the whole reply with the default five keyterms. */
+function expectKeytermCalls(env: Env, count: number) {
+  expect(env.keyterms.requests.map((request) => request.body)).toEqual(Array.from({ length: count }, () => ({ text: REPLY, max_keyterms: 5 })))
+}
+
 function expectPluginError(value: unknown, code: string) {
   expect(value).toEqual({ code, message: expect.any(String) })
   expect((value as { message: string }).message.length).toBeGreaterThan(0)
@@ -569,7 +574,7 @@ describe('placement on buffered answers: top-level siblings of the answer object
     expect(result.json.object).toBe('chat.completion')
     expect(enrichmentFields(result.json)).toEqual(both)
     expectNoEnrichment(result.json.choices)
-    expect(env.keyterms.requests.map((request) => request.body)).toEqual([{ text: REPLY, max_keyterms: 5 }])
+    expectKeytermCalls(env, 1)
   })
 
   test('Response object, native target (raw and SDK)', async () => {
@@ -585,10 +590,7 @@ describe('placement on buffered answers: top-level siblings of the answer object
     const sdk = await openai(env, key).responses.create({ model: MODEL, input: QUESTION })
     expect(sdk.output_text).toBe(REPLY)
     expect(enrichmentFields(sdk)).toEqual(both)
-    expect(env.keyterms.requests.map((request) => request.body)).toEqual([
-      { text: REPLY, max_keyterms: 5 },
-      { text: REPLY, max_keyterms: 5 },
-    ])
+    expectKeytermCalls(env, 2)
   })
 
   test('Response object, translated target', async () => {
@@ -601,7 +603,7 @@ describe('placement on buffered answers: top-level siblings of the answer object
     expect(responseText(result.json)).toBe(REPLY)
     expect(enrichmentFields(result.json)).toEqual(both)
     expectNoEnrichment(result.json.output)
-    expect(env.keyterms.requests.map((request) => request.body)).toEqual([{ text: REPLY, max_keyterms: 5 }])
+    expectKeytermCalls(env, 1)
   })
 
   test('messages Message (raw and SDK)', async () => {
@@ -625,7 +627,7 @@ describe('placement on buffered answers: top-level siblings of the answer object
     expect(result.json.candidates[0].content.parts.map((part: any) => part.text).join('')).toBe(REPLY)
     expect(enrichmentFields(result.json)).toEqual(both)
     expectNoEnrichment(result.json.candidates)
-    expect(env.keyterms.requests.map((request) => request.body)).toEqual([{ text: REPLY, max_keyterms: 5 }])
+    expectKeytermCalls(env, 1)
   })
 })
 
@@ -644,7 +646,7 @@ describe('placement on streams', () => {
     expect(last.usage).toMatchObject({ prompt_tokens: 11 })
     const chunks = chatStreamChunks(events)
     expect(chunks.filter((chunk) => chunk.choices?.[0]?.finish_reason === 'stop')).toHaveLength(1)
-    expect(env.keyterms.requests.map((request) => request.body)).toEqual([{ text: REPLY, max_keyterms: 5 }])
+    expectKeytermCalls(env, 1)
   })
 
   test('chat stream without a usage chunk: the fields ride on the finish chunk', async () => {
@@ -692,10 +694,7 @@ describe('placement on streams', () => {
     const final = await sdkStream.finalResponse()
     expect(final.output_text).toBe(REPLY)
     expect(enrichmentFields(final)).toEqual(both)
-    expect(env.keyterms.requests.map((request) => request.body)).toEqual([
-      { text: REPLY, max_keyterms: 5 },
-      { text: REPLY, max_keyterms: 5 },
-    ])
+    expectKeytermCalls(env, 2)
   })
 
   test('Responses stream, translated target: inside the response of response.completed; same event types as a plain key gets', async () => {
@@ -750,10 +749,7 @@ describe('placement on streams', () => {
     expect(enrichmentFields(sdkDeltas[0])).toEqual(both)
     const message = await stream.finalMessage()
     expect(message.content.map((block) => (block.type === 'text' ? block.text : '')).join('')).toBe(REPLY)
-    expect(env.keyterms.requests.map((request) => request.body)).toEqual([
-      { text: REPLY, max_keyterms: 5 },
-      { text: REPLY, max_keyterms: 5 },
-    ])
+    expectKeytermCalls(env, 2)
   })
 
   test('a stream holds only its last event for the keyterm call: the prose flows first', async () => {
