@@ -12,6 +12,7 @@ import { managementAuth } from './admin/auth'
 import { readManagementJson } from './admin/index'
 import { accountSnapshot } from '../management/account'
 import { rotateKey, type KeyRef } from '../management/keys'
+import { providerNotes, setProviderNotes } from '../management/providers'
 import { recentRequests } from '../management/requests'
 import { usageCosts, type PriceOf } from '../management/usage'
 import { spellingFor } from '../gateways/model-catalog'
@@ -63,6 +64,7 @@ const WorkspaceInput = Type.Object({ allowed_ips: Type.Optional(AllowedIpsInput)
 const MemberInput = Type.Object({ email: Type.String() })
 const ManagementKeyInput = Type.Object({ read_only: Type.Optional(Type.Boolean()) })
 const ReadOnlyInput = Type.Object({ read_only: Type.Boolean() })
+const NotesInput = Type.Object({ notes: Type.String() })
 
 /** The dashboard's own calls. Not part of the public API: hidden from the OpenAPI document. */
 function dashboardApiRoutes(deps: AppDeps) {
@@ -102,6 +104,9 @@ function dashboardApiRoutes(deps: AppDeps) {
     .put('/keys/:id/notify-email', ({ actor, params, body }) => data(setNotifyEmail(deps, keyOf(actor, params.id), body.on)), { ...json, body: NotifyInput })
     .post('/keys/:id/mcp-servers', async ({ actor, params, body }) => data((await addMcpServer(deps, keyOf(actor, params.id), body.url, body.name)).servers), { ...json, body: McpServerInput })
     .delete('/keys/:id/mcp-servers/:server', ({ actor, params }) => data(removeMcpServer(deps, keyOf(actor, params.id), params.server).servers), hidden)
+    // Provider notes: free text, dashboard-only (SPEC "Provider key").
+    .get('/providers/notes', ({ actor }) => data(providerNotes(deps, actor)), hidden)
+    .put('/providers/:id/notes', ({ actor, params, body }) => data(setProviderNotes(deps, actor, params.id, body.notes)), { ...json, body: NotesInput })
     // The workspace: settings, members, management keys (created with the secret shown once; the
     // read-only flag is changed here only, SPEC "Management key").
     .get('/workspace', ({ actor }) => data(workspaceOverview(deps, actor.workspaceId)), hidden)

@@ -97,3 +97,21 @@ export function deleteProvider(deps: ManagementDeps, actor: Actor, id: string): 
   if (!removed) throw notFound(messages.providerNotFound)
   return { id, deleted: true }
 }
+
+/** Provider notes (SPEC: free text, dashboard-only): every note of the workspace's provider keys, by id. */
+export function providerNotes(deps: ManagementDeps, actor: Actor): Record<string, string> {
+  const notes: Record<string, string> = {}
+  for (const row of deps.repositories.providerKeys.list(actor.workspaceId)) if (row.notes) notes[row.id] = row.notes
+  return notes
+}
+
+export const providerNotesLimit = 2000
+
+/** Sets (an empty text clears) one provider key's notes. */
+export function setProviderNotes(deps: ManagementDeps, actor: Actor, id: string, notes: string): { id: string; notes: string | null } {
+  assertCanWrite(actor)
+  if (notes.length > providerNotesLimit) throw badRequest(`Invalid notes: must be at most ${providerNotesLimit} characters.`)
+  const row = uuidPattern.test(id) ? deps.repositories.providerKeys.update(actor.workspaceId, id, { notes: notes === '' ? null : notes }) : undefined
+  if (!row) throw notFound(messages.providerNotFound)
+  return { id: row.id, notes: row.notes }
+}

@@ -228,7 +228,7 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await page.getByRole('cell', { name: 'browser app' }).waitFor()
     await go(page, 'Provider keys')
     await page.getByRole('cell', { name: 'openai main' }).waitFor()
-    const writeControls = ['Create key', 'Add provider key', 'Revoke', 'Rotate', 'Restore', 'Rename', 'Disable', 'Enable', 'Delete', 'Save settings', 'Save routing', 'Add target', 'Add remap', 'Save webhook', 'Attach', 'Add member', 'Create management key', 'Make read-only', 'Allow writes']
+    const writeControls = ['Create key', 'Add provider key', 'Revoke', 'Rotate', 'Restore', 'Rename', 'Notes', 'Disable', 'Enable', 'Delete', 'Save settings', 'Save routing', 'Add target', 'Add remap', 'Save webhook', 'Attach', 'Add member', 'Create management key', 'Make read-only', 'Allow writes']
     const noWriteControl = async (name: string) => {
       await page.waitForLoadState('networkidle')
       for (const control of writeControls) expect([name, control, await page.getByRole('button', { name: control }).count()]).toEqual([name, control, 0])

@@ -258,4 +258,31 @@ describe('dashboard api', () => {
     expect((await call(server, 'GET', `/dashboard/api/usage/costs?range=24h&api_key_id=${crypto.randomUUID()}`, server.managementKey)).status).toBe(404)
     expect((await call(server, 'GET', '/dashboard/api/usage/costs', null)).status).toBe(401)
   })
+
+  test('provider notes: free text kept for the dashboard only, never in the API\'s provider object', async () => {
+    await using server = await startTestServer()
+    const provider = (await call(server, 'POST', '/api/v1/providers', server.managementKey, { gateway: 'openai', key: 'sk-notes-test-1234' })).body.data
+    const readOnly = createManagementKey(server.runtime, server.workspaceId, true)
+    const other = createWorkspace(server.runtime, 'other')
+    const notes = async (key = server.managementKey) => (await call(server, 'GET', '/dashboard/api/providers/notes', key)).body.data
+    expect(await notes()).toEqual({})
+    const saved = await call(server, 'PUT', `/dashboard/api/providers/${provider.id}/notes`, server.managementKey, { notes: 'Billing: team A. Rotate in March.' })
+    expect(saved.body.data).toEqual({ id: provider.id, notes: 'Billing: team A. Rotate in March.' })
+    expect(await notes()).toEqual({ [provider.id]: 'Billing: team A. Rotate in March.' })
+    expect(await notes(readOnly.key)).toEqual({ [provider.id]: 'Billing: team A. Rotate in March.' })
+    // Not part of the provider object the API returns (SPEC "Provider key").
+    const listed = (await call(server, 'GET', '/api/v1/providers', server.managementKey)).body.data
+    expect(JSON.stringify(listed)).not.toContain('Rotate in March')
+    expect(JSON.stringify((await call(server, 'GET', `/api/v1/providers/${provider.id}`, server.managementKey)).body.data)).not.toContain('Rotate in March')
+    // Refused: a read-only key, another workspace, too long, not a string; nothing changed.
+    expect((await call(server, 'PUT', `/dashboard/api/providers/${provider.id}/notes`, readOnly.key, { notes: 'x' })).status).toBe(403)
+    expect((await call(server, 'PUT', `/dashboard/api/providers/${provider.id}/notes`, other.management_key, { notes: 'x' })).status).toBe(404)
+    expect((await call(server, 'PUT', `/dashboard/api/providers/${provider.id}/notes`, server.managementKey, { notes: 'x'.repeat(2001) })).status).toBe(400)
+    expect((await call(server, 'PUT', `/dashboard/api/providers/${provider.id}/notes`, server.managementKey, { notes: 7 })).status).toBe(400)
+    expect(await notes(other.management_key)).toEqual({})
+    expect(await notes()).toEqual({ [provider.id]: 'Billing: team A. Rotate in March.' })
+    // An empty text clears them.
+    expect((await call(server, 'PUT', `/dashboard/api/providers/${provider.id}/notes`, server.managementKey, { notes: '' })).body.data.notes).toBeNull()
+    expect(await notes()).toEqual({})
+  })
 })

@@ -1,4 +1,4 @@
-/** Provider keys: the list; add (the secret is write-only), rename, disable or enable, and delete. */
+/** Provider keys: the list; add (the secret is write-only), rename, notes (dashboard-only), disable or enable, and delete. */
 import { useState } from 'preact/hooks'
 import { api, type Gateway, type Provider, type Session } from '../api'
 import { ErrorLine, Table, useAction, useLoad, when } from '../ui'
@@ -6,6 +6,7 @@ import { ErrorLine, Table, useAction, useLoad, when } from '../ui'
 export function ProvidersPage({ session }: { session: Session; path: string; refreshSession: () => void }) {
   const providers = useLoad(() => api<Provider[]>('/api/v1/providers'), [])
   const gateways = useLoad(() => api<Gateway[]>('/api/v1/gateways'), [])
+  const notes = useLoad(() => api<Record<string, string>>('/dashboard/api/providers/notes'), [])
   const action = useAction()
   const writable = !session.read_only
   const names = new Map((gateways.data ?? []).map((gateway) => [gateway.id, gateway.name]))
@@ -13,6 +14,10 @@ export function ProvidersPage({ session }: { session: Session; path: string; ref
   const rename = (provider: Provider) => {
     const label = prompt('New name', provider.label)
     if (label !== null) action.run(() => api(`/api/v1/providers/${provider.id}`, { method: 'PATCH', body: { label } })).then(providers.reload)
+  }
+  const editNotes = (provider: Provider) => {
+    const text = prompt(`Notes for ${provider.label || provider.gateway}`, notes.data?.[provider.id] ?? '')
+    if (text !== null) action.run(() => api(`/dashboard/api/providers/${provider.id}/notes`, { method: 'PUT', body: { notes: text } })).then(notes.reload)
   }
   const setDisabled = (provider: Provider, disabled: boolean) => action.run(() => api(`/api/v1/providers/${provider.id}`, { method: 'PATCH', body: { disabled } })).then(providers.reload)
   const remove = (provider: Provider) =>
@@ -23,7 +28,7 @@ export function ProvidersPage({ session }: { session: Session; path: string; ref
     <>
       <h2>Provider keys</h2>
       {writable ? <AddProvider gateways={gateways.data ?? []} onAdded={providers.reload} /> : null}
-      <ErrorLine error={providers.error ?? gateways.error ?? action.error} />
+      <ErrorLine error={providers.error ?? gateways.error ?? notes.error ?? action.error} />
       <Table
         rows={providers.data ?? []}
         empty={providers.loading ? 'Loading…' : 'No provider keys yet.'}
@@ -32,6 +37,7 @@ export function ProvidersPage({ session }: { session: Session; path: string; ref
           { title: 'gateway', cell: (provider) => names.get(provider.gateway) ?? provider.gateway },
           { title: 'secret', cell: (provider) => <code>…{provider.key_last4}</code> },
           { title: 'added', cell: (provider) => when(provider.created_at) },
+          { title: 'notes', wrap: true, cell: (provider) => notes.data?.[provider.id] ?? <span class="muted">–</span> },
           { title: 'state', cell: (provider) => (provider.disabled_at ? <span class="badge bad">disabled</span> : <span class="badge good">enabled</span>) },
           ...(writable
             ? [
@@ -41,6 +47,9 @@ export function ProvidersPage({ session }: { session: Session; path: string; ref
                     <div class="actions">
                       <button type="button" onClick={() => rename(provider)} disabled={action.busy}>
                         Rename
+                      </button>
+                      <button type="button" onClick={() => editNotes(provider)} disabled={action.busy}>
+                        Notes
                       </button>
                       <button type="button" onClick={() => setDisabled(provider, !provider.disabled_at)} disabled={action.busy}>
                         {provider.disabled_at ? 'Enable' : 'Disable'}

@@ -47,7 +47,7 @@ export function createProviderKeyRepository(db: Db, onWrite: (change?: ConfigCha
     listAll(): ProviderKeyRow[] {
       return db.select().from(providerKeys).all()
     },
-    update(workspaceId: string, id: string, values: { label?: string; disabledAt?: string | null }): ProviderKeyRow | undefined {
+    update(workspaceId: string, id: string, values: { label?: string; disabledAt?: string | null; notes?: string | null }): ProviderKeyRow | undefined {
       const updated = db
         .update(providerKeys)
         .set(values)

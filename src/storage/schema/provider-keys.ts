@@ -16,6 +16,8 @@ export const providerKeys = sqliteTable(
     config: text('config').notNull().default('{}'),
     createdAt: text('created_at').notNull(),
     disabledAt: text('disabled_at'),
+    /** Free text the workspace keeps about the key: dashboard-only (SPEC "Provider key"), never in the API's provider object. */
+    notes: text('notes'),
   },
   (table) => [index('provider_keys_workspace_idx').on(table.workspaceId)],
 )
