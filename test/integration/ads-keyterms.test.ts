@@ -238,6 +238,14 @@ async function timedEvents(response: Response): Promise<{ at: number; event: Cli
 // Reading answers
 
 /** `{code, message}` and nothing else, with the code given and a message that says something. */
+/** A whole chat answer carrying, of the four enrichment fields, only `<feature>_error` with `code`. */
+function expectOnlyPluginError(result: CallResult, feature: 'ads' | 'keyterms', code: string) {
+  expect(result.status).toBe(200)
+  expect(result.json.choices[0].message.content).toBe(REPLY)
+  expect(Object.keys(enrichmentFields(result.json))).toEqual([`${feature}_error`])
+  expectPluginError(result.json[`${feature}_error`], code)
+}
+
 /** The keyterm service was asked `count` times, each for the whole reply with the default five keyterms. */
 function expectKeytermCalls(env: Env, count: number) {
   expect(env.keyterms.requests.map((request) => request.body)).toEqual(Array.from({ length: count }, () => ({ text: REPLY, max_keyterms: 5 })))
@@ -365,10 +373,7 @@ describe('companion ads on a buffered chat answer', () => {
     await using env = await startEnv({ adsUrl: null })
     const key = await featureKey(env, { ads: true })
     const result = await chat(env, key, { ad_request: { placement: 'below_answer' } })
-    expect(result.status).toBe(200)
-    expect(result.json.choices[0].message.content).toBe(REPLY)
-    expect(Object.keys(enrichmentFields(result.json))).toEqual(['ads_error'])
-    expectPluginError(result.json.ads_error, 'ads_unconfigured')
+    expectOnlyPluginError(result, 'ads', 'ads_unconfigured')
     expect(env.ads.requests).toHaveLength(0)
     expect(await enrichmentOf(env.server, key.id)).toEqual({ ads: logged('ads_unconfigured') })
   })
@@ -397,10 +402,7 @@ describe('companion ads on a buffered chat answer', () => {
     await using env = await startEnv({ adsUrl: await refusedUrl('/ads') })
     const key = await featureKey(env, { ads: true })
     const result = await chat(env, key, { ad_request: { placement: 'below_answer' } })
-    expect(result.status).toBe(200)
-    expect(result.json.choices[0].message.content).toBe(REPLY)
-    expect(Object.keys(enrichmentFields(result.json))).toEqual(['ads_error'])
-    expectPluginError(result.json.ads_error, 'ads_unreachable')
+    expectOnlyPluginError(result, 'ads', 'ads_unreachable')
     expect(await enrichmentOf(env.server, key.id)).toEqual({ ads: logged('ads_unreachable') })
   })
 
@@ -837,10 +839,7 @@ describe('keyterm links', () => {
     await using env = await startEnv({ keytermsUrl: null })
     const key = await featureKey(env, { keyterms: true })
     const result = await chat(env, key)
-    expect(result.status).toBe(200)
-    expect(result.json.choices[0].message.content).toBe(REPLY)
-    expect(Object.keys(enrichmentFields(result.json))).toEqual(['keyterms_error'])
-    expectPluginError(result.json.keyterms_error, 'keyterms_unconfigured')
+    expectOnlyPluginError(result, 'keyterms', 'keyterms_unconfigured')
     expect(env.keyterms.requests).toHaveLength(0)
     expect(await enrichmentOf(env.server, key.id)).toEqual({ keyterms: logged('keyterms_unconfigured') })
   })
@@ -868,10 +867,7 @@ describe('keyterm links', () => {
     await using env = await startEnv({ keytermsUrl: await refusedUrl('/keyterms') })
     const key = await featureKey(env, { keyterms: true })
     const result = await chat(env, key)
-    expect(result.status).toBe(200)
-    expect(result.json.choices[0].message.content).toBe(REPLY)
-    expect(Object.keys(enrichmentFields(result.json))).toEqual(['keyterms_error'])
-    expectPluginError(result.json.keyterms_error, 'keyterms_unreachable')
+    expectOnlyPluginError(result, 'keyterms', 'keyterms_unreachable')
     expect(await enrichmentOf(env.server, key.id)).toEqual({ keyterms: logged('keyterms_unreachable') })
   })
 
