@@ -284,16 +284,12 @@ async function main() {
     })
 
     const scenarios = []
-    scenarios.push(await measure('buffered chat, c=1', chatSystems(plainKey.key), 1))
+    const floorSystem = (body: string): SystemTarget => ({ url: `http://127.0.0.1:${floorPort}/v1/chat/completions`, headers: { ...json, authorization: 'Bearer rt_live_floor' }, body, pid: floor.pid })
+    // The floor (scripts/bench/floor-proxy.ts) runs beside bare and the router where a budget line is read.
+    scenarios.push(await measure('buffered chat, c=1', { ...chatSystems(plainKey.key), floor: floorSystem(chatBody) }, 1))
     scenarios.push(await measure('buffered chat, c=16', chatSystems(plainKey.key), 16))
-    // The floor (scripts/bench/floor-proxy.ts) runs beside bare and the router where the CPU budget is read.
-    scenarios.push(
-      await measure('buffered chat, c=64', {
-        ...chatSystems(plainKey.key),
-        floor: { url: `http://127.0.0.1:${floorPort}/v1/chat/completions`, headers: { ...json, authorization: 'Bearer rt_live_floor' }, body: chatBody, pid: floor.pid },
-      }, 64),
-    )
-    scenarios.push(await measure('streaming chat, c=1', chatSystems(plainKey.key, streamBody), 1, true))
+    scenarios.push(await measure('buffered chat, c=64', { ...chatSystems(plainKey.key), floor: floorSystem(chatBody) }, 64))
+    scenarios.push(await measure('streaming chat, c=1', { ...chatSystems(plainKey.key, streamBody), floor: floorSystem(streamBody) }, 1, true))
     scenarios.push(await measure('streaming chat, c=16', chatSystems(plainKey.key, streamBody), 16, true))
     // Added latency of the failover path is measured without queueing (c=1), like the c=1 added p50;
     // c=16 shows what failing over costs in throughput and CPU.
@@ -416,6 +412,8 @@ async function main() {
       { line: 'c=64 floor throughput vs bare', value: c64.floor!.rps / c64.bare!.rps },
       { line: 'c=64 router CPU/request vs floor', value: c64.router!.cpu_us_per_request / c64.floor!.cpu_us_per_request },
       { line: 'c=64 CPU µs/request: bare, floor, router', value: [c64.bare!.cpu_us_per_request, c64.floor!.cpu_us_per_request, c64.router!.cpu_us_per_request] },
+      { line: 'c=1 floor added p50 over bare (ms)', value: c1.floor!.p50 - c1.bare!.p50 },
+      { line: 'stream TTFB floor added over bare, c=1 (ms)', value: streaming1.floor!.ttfb_p50 - streaming1.bare!.ttfb_p50 },
     ]
     const results = {
       at: new Date().toISOString(),
