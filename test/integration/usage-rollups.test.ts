@@ -1,6 +1,6 @@
 /**
- * Usage roll-ups (usage_rollups): kept in the transaction that writes request-log rows, so usage
- * queries read hour buckets instead of rows. Whatever the rows, the answers are the ones a query over
+ * Usage roll-ups (usage_rollups by hour, usage_daily_rollups by UTC day): kept in the transaction that
+ * writes request-log rows, so usage queries read hour and day buckets instead of rows. Whatever the rows, the answers are the ones a query over
  * the rows gives; replayed rows are counted once; rows written before the roll-ups existed are
  * rolled up by their migration.
  */
@@ -18,12 +18,19 @@ import type { RequestLogRow, UsageFilter } from '../../src/storage/repositories/
 const hourMs = 3_600_000
 const dayMs = 24 * hourMs
 
-/** A deterministic pseudo-random sequence, so a failure can be replayed. */
+/**
+ * A deterministic pseudo-random sequence (mulberry32), so a failure can be replayed. Successive values
+ * are independent enough that every hour gets rows of each workspace (a plain linear congruential
+ * sequence left whole hours of one workspace empty, where a bucket counted twice went unseen).
+ */
 function random(seed: number) {
-  let state = seed
+  let state = seed >>> 0
   return () => {
-    state = (state * 1_103_515_245 + 12_345) % 2_147_483_648
-    return state / 2_147_483_648
+    state = (state + 0x6d2b79f5) >>> 0
+    let value = state
+    value = Math.imul(value ^ (value >>> 15), value | 1)
+    value ^= value + Math.imul(value ^ (value >>> 7), value | 61)
+    return ((value ^ (value >>> 14)) >>> 0) / 4_294_967_296
   }
 }
 
@@ -87,7 +94,17 @@ function fromRows(all: readonly RequestLogRow[], filter: UsageFilter, bucketMs: 
     for (const row of inWindow) if (row[by] !== null) counts.set(row[by]!, (counts.get(row[by]!) ?? 0) + 1)
     return [...counts].sort((left, right) => right[1] - left[1] || (left[0] < right[0] ? -1 : 1)).slice(0, 12).map(([name, requests]) => ({ name, requests }))
   }
-  return { summary, series, byModel: breakdown('model'), byGateway: breakdown('gateway') }
+  const tokens = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number }>()
+  for (const row of inWindow) {
+    const name = `${row.model ?? ''}\u0000${row.gateway ?? ''}`
+    const entry = tokens.get(name) ?? { model: row.model ?? '', gateway: row.gateway ?? '', requests: 0, inputTokens: 0, outputTokens: 0 }
+    entry.requests++
+    entry.inputTokens += row.inputTokens ?? 0
+    entry.outputTokens += row.outputTokens ?? 0
+    tokens.set(name, entry)
+  }
+  const byName = (left: { model: string; gateway: string }, right: { model: string; gateway: string }) => `${left.model} ${left.gateway}`.localeCompare(`${right.model} ${right.gateway}`)
+  return { summary, series, byModel: breakdown('model'), byGateway: breakdown('gateway'), tokens: [...tokens.values()].sort(byName), byName }
 }
 
 type Averaged = { avgLatency: number | null; avgOverhead: number | null }
@@ -123,7 +140,8 @@ describe('usage roll-ups', () => {
     withStorage((storage) => {
       const repositories = createRepositories(storage)
       const now = Date.UTC(2026, 10, 23, 15, 37, 12)
-      const all = rows(3000, now)
+      // Enough rows that every hour of the windows holds some (a bucket counted twice or missed shows).
+      const all = rows(12_000, now)
       // In batches, as the log queue writes them.
       for (let start = 0; start < all.length; start += 128) repositories.requestLogs.insertMany(all.slice(start, start + 128))
       const windows: [UsageFilter, number][] = [
@@ -134,6 +152,9 @@ describe('usage roll-ups', () => {
         // Not on the hour: the first, partial hour comes from the rows.
         [{ workspaceId: 'ws-a', sinceMs: now - 3 * dayMs - 1234567 }, hourMs],
         [{ workspaceId: 'ws-a', sinceMs: now - 10 * dayMs - 777, keyIds: ['key-2'] }, dayMs],
+        // Hours before the first midnight, then whole days; and a series of two-day buckets.
+        [{ workspaceId: 'ws-b', sinceMs: Math.floor(now / hourMs) * hourMs - 29 * dayMs }, 2 * dayMs],
+        [{ workspaceId: 'ws-a', sinceMs: Math.floor(now / hourMs) * hourMs - 12 * dayMs - 5 * hourMs }, 6 * hourMs],
       ]
       for (const [filter, bucketMs] of windows) {
         const expected = fromRows(all, filter, bucketMs)
@@ -143,6 +164,7 @@ describe('usage roll-ups', () => {
         series.forEach((bucket, index) => expectSameUsage(bucket, expected.series[index]!))
         expect(repositories.requestLogs.breakdown(filter, 'model', 12)).toEqual(expected.byModel)
         expect(repositories.requestLogs.breakdown(filter, 'gateway', 12)).toEqual(expected.byGateway)
+        expect(repositories.requestLogs.tokens(filter).sort(expected.byName)).toEqual(expected.tokens)
       }
     })
   })
@@ -157,8 +179,9 @@ describe('usage roll-ups', () => {
       expect(repositories.requestLogs.insertManyIfAbsent(batch)).toBe(80)
       const filter = { workspaceId: 'ws-a', sinceMs: Math.floor(now / dayMs) * dayMs - 40 * dayMs }
       expectSameUsage(repositories.requestLogs.summary(filter), fromRows(batch, filter, dayMs).summary)
-      const total = storage.sqlite.query<{ requests: number }, []>('select sum(requests) as requests from usage_rollups').get()!.requests
-      expect(total).toBe(200)
+      for (const table of ['usage_rollups', 'usage_daily_rollups']) {
+        expect(storage.sqlite.query<{ requests: number }, []>(`select sum(requests) as requests from ${table}`).get()!.requests).toBe(200)
+      }
     })
   })
 

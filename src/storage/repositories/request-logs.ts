@@ -1,7 +1,8 @@
 /** Request-log rows: batched inserts from the log queue, and the usage aggregates read from them. */
 import { and, count, eq, gte, inArray, isNotNull, lt, ne, sql, type SQL } from 'drizzle-orm'
+import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'
 import type { Db } from '../client'
-import { requestLogs, usageRollups } from '../schema'
+import { requestLogs, usageDailyRollups, usageRollups } from '../schema'
 
 export type RequestLogRow = typeof requestLogs.$inferInsert
 
@@ -23,9 +24,25 @@ export interface RecentFilter {
 }
 
 const hourMs = 3_600_000
+const dayMs = 24 * hourMs
 
 /** One roll-up row's sums for a batch, before it is added to the stored row. */
 type RollupSums = typeof usageRollups.$inferSelect
+
+/**
+ * The hour and the day roll-ups have the same columns (`start` is the bucket's first millisecond), so
+ * one query serves both; only the table's name differs in their types.
+ */
+type RollupTable = typeof usageRollups
+const dailyRollups = usageDailyRollups as unknown as RollupTable
+
+const sumNames = ['requests', 'errors', 'latencySum', 'latencyCount', 'overheadSum', 'overheadCount', 'inputTokens', 'outputTokens'] as const
+
+/** A part of a usage window answered from one roll-up table. */
+interface RolledPart {
+  table: RollupTable
+  where: SQL
+}
 
 export function createRequestLogRepository(db: Db) {
   // The log flush is the one write on the request path's timer. Rows go in as multi-row INSERTs of
@@ -44,17 +61,23 @@ export function createRequestLogRepository(db: Db) {
   const insertIfAbsent = db.$client.prepare(
     `insert into request_logs (${columns}) select ${placeholders.slice(1, -1)} where not exists (select 1 from request_logs where workspace_id = ? and created_at = ? and id = ?)`,
   )
-  // The roll-ups (schema usage_rollups): each batch's rows summed per hour, key, model and gateway in
-  // memory, then one upsert per group, in the batch's own transaction.
-  const upsertRollup = db.$client.prepare(
-    `insert into usage_rollups (workspace_id, hour, key_id, model, gateway, requests, errors, latency_sum, latency_count, overhead_sum, overhead_count, input_tokens, output_tokens)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-     on conflict (workspace_id, hour, key_id, model, gateway) do update set
-       requests = requests + excluded.requests, errors = errors + excluded.errors,
-       latency_sum = latency_sum + excluded.latency_sum, latency_count = latency_count + excluded.latency_count,
-       overhead_sum = overhead_sum + excluded.overhead_sum, overhead_count = overhead_count + excluded.overhead_count,
-       input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens`,
-  )
+  // The roll-ups (schema usage_rollups, usage_daily_rollups): each batch's rows summed per hour, key,
+  // model and gateway in memory, those sums per day, then one upsert per group, in the batch's own
+  // transaction.
+  const upsertInto = (table: string, start: string) =>
+    db.$client.prepare(
+      `insert into ${table} (workspace_id, ${start}, key_id, model, gateway, requests, errors, latency_sum, latency_count, overhead_sum, overhead_count, input_tokens, output_tokens)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       on conflict (workspace_id, ${start}, key_id, model, gateway) do update set
+         requests = requests + excluded.requests, errors = errors + excluded.errors,
+         latency_sum = latency_sum + excluded.latency_sum, latency_count = latency_count + excluded.latency_count,
+         overhead_sum = overhead_sum + excluded.overhead_sum, overhead_count = overhead_count + excluded.overhead_count,
+         input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens`,
+    )
+  const upsertHour = upsertInto('usage_rollups', 'hour')
+  const upsertDay = upsertInto('usage_daily_rollups', 'day')
+  const upsert = (statement: typeof upsertHour, sums: RollupSums) =>
+    statement.run(sums.workspaceId, sums.start, sums.keyId, sums.model, sums.gateway, sums.requests, sums.errors, sums.latencySum, sums.latencyCount, sums.overheadSum, sums.overheadCount, sums.inputTokens, sums.outputTokens)
   const rollUp = (rows: Iterable<RequestLogRow>) => {
     const groups = new Map<string, RollupSums>()
     for (const row of rows) {
@@ -65,7 +88,7 @@ export function createRequestLogRepository(db: Db) {
       const id = `${row.workspaceId}\u0000${hour}\u0000${keyId}\u0000${model}\u0000${gateway}`
       let sums = groups.get(id)
       if (!sums) {
-        sums = { workspaceId: row.workspaceId, hour, keyId, model, gateway, requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, inputTokens: 0, outputTokens: 0 }
+        sums = { workspaceId: row.workspaceId, start: hour, keyId, model, gateway, requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, inputTokens: 0, outputTokens: 0 }
         groups.set(id, sums)
       }
       sums.requests++
@@ -79,9 +102,16 @@ export function createRequestLogRepository(db: Db) {
       sums.inputTokens += row.inputTokens ?? 0
       sums.outputTokens += row.outputTokens ?? 0
     }
+    const days = new Map<string, RollupSums>()
     for (const sums of groups.values()) {
-      upsertRollup.run(sums.workspaceId, sums.hour, sums.keyId, sums.model, sums.gateway, sums.requests, sums.errors, sums.latencySum, sums.latencyCount, sums.overheadSum, sums.overheadCount, sums.inputTokens, sums.outputTokens)
+      upsert(upsertHour, sums)
+      const day = sums.start - (sums.start % dayMs)
+      const id = `${sums.workspaceId}\u0000${day}\u0000${sums.keyId}\u0000${sums.model}\u0000${sums.gateway}`
+      const daySums = days.get(id)
+      if (!daySums) days.set(id, { ...sums, start: day })
+      else for (const name of sumNames) daySums[name] += sums[name]
     }
+    for (const sums of days.values()) upsert(upsertDay, sums)
   }
   const groupParameters: (string | number | null)[] = new Array(rowsPerStatement * columnCount)
   const setParameters = (target: (string | number | null)[], offset: number, row: RequestLogRow) => {
@@ -139,20 +169,14 @@ export function createRequestLogRepository(db: Db) {
     return added.length
   })
 
-  const rollupWhere = (filter: UsageFilter, fromHour: number): SQL =>
-    and(
-      eq(usageRollups.workspaceId, filter.workspaceId),
-      gte(usageRollups.hour, fromHour),
-      filter.keyIds && filter.keyIds.length > 0 ? inArray(usageRollups.keyId, filter.keyIds) : undefined,
-    )!
-  /** The sums a usage answer is made of, over roll-ups and over rows (averages are sums over counts). */
-  const rolledSums = () => ({
-    requests: sql<number>`coalesce(sum(${usageRollups.requests}), 0)`,
-    errors: sql<number>`coalesce(sum(${usageRollups.errors}), 0)`,
-    latencySum: sql<number>`coalesce(sum(${usageRollups.latencySum}), 0)`,
-    latencyCount: sql<number>`coalesce(sum(${usageRollups.latencyCount}), 0)`,
-    overheadSum: sql<number>`coalesce(sum(${usageRollups.overheadSum}), 0)`,
-    overheadCount: sql<number>`coalesce(sum(${usageRollups.overheadCount}), 0)`,
+  /** The sums a usage answer is made of, over a roll-up table and over rows (averages are sums over counts). */
+  const rolledSums = (table: RollupTable) => ({
+    requests: sql<number>`coalesce(sum(${table.requests}), 0)`,
+    errors: sql<number>`coalesce(sum(${table.errors}), 0)`,
+    latencySum: sql<number>`coalesce(sum(${table.latencySum}), 0)`,
+    latencyCount: sql<number>`coalesce(sum(${table.latencyCount}), 0)`,
+    overheadSum: sql<number>`coalesce(sum(${table.overheadSum}), 0)`,
+    overheadCount: sql<number>`coalesce(sum(${table.overheadCount}), 0)`,
   })
   const rowSums = () => ({
     requests: count(),
@@ -162,17 +186,32 @@ export function createRequestLogRepository(db: Db) {
     overheadSum: sql<number>`coalesce(sum(${requestLogs.overheadMs}), 0)`,
     overheadCount: count(requestLogs.overheadMs),
   })
-  /** A window's whole hours (from the roll-ups) and the rows of the hour it starts in, when it starts inside one. */
-  const window = (filter: UsageFilter): { fromHour: number; edge: SQL | undefined } => {
+  const emptySums = () => ({ requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0 })
+  type UsageSums = ReturnType<typeof emptySums>
+  const addSums = (target: UsageSums, row: Record<keyof UsageSums, number>) => {
+    for (const name of Object.keys(target) as (keyof UsageSums)[]) target[name] += Number(row[name])
+  }
+  const keyFilter = (column: SQLiteColumn, filter: UsageFilter) => (filter.keyIds && filter.keyIds.length > 0 ? inArray(column, filter.keyIds) : undefined)
+  /**
+   * Where a window's usage is read: the rows of the part of an hour it starts in (none when it starts
+   * on the hour, as the usage API's windows do), hour buckets up to its first UTC midnight and day
+   * buckets from there on; or hour buckets all along with `days` false (a series whose buckets are
+   * not whole days).
+   */
+  const window = (filter: UsageFilter, days = true): { parts: RolledPart[]; edge: SQL | undefined } => {
     const fromHour = Math.ceil(filter.sinceMs / hourMs) * hourMs
-    if (fromHour === filter.sinceMs) return { fromHour, edge: undefined }
-    const edge = and(
-      eq(requestLogs.workspaceId, filter.workspaceId),
-      gte(requestLogs.createdAt, filter.sinceMs),
-      lt(requestLogs.createdAt, fromHour),
-      filter.keyIds && filter.keyIds.length > 0 ? inArray(requestLogs.keyId, filter.keyIds) : undefined,
-    )!
-    return { fromHour, edge }
+    const fromDay = Math.ceil(fromHour / dayMs) * dayMs
+    const scope = (table: RollupTable, from: number, to: number | undefined) =>
+      and(eq(table.workspaceId, filter.workspaceId), gte(table.start, from), to === undefined ? undefined : lt(table.start, to), keyFilter(table.keyId, filter))!
+    const parts: RolledPart[] = []
+    if (!days) parts.push({ table: usageRollups, where: scope(usageRollups, fromHour, undefined) })
+    else {
+      if (fromHour < fromDay) parts.push({ table: usageRollups, where: scope(usageRollups, fromHour, fromDay) })
+      parts.push({ table: dailyRollups, where: scope(dailyRollups, fromDay, undefined) })
+    }
+    if (fromHour === filter.sinceMs) return { parts, edge: undefined }
+    const edge = and(eq(requestLogs.workspaceId, filter.workspaceId), gte(requestLogs.createdAt, filter.sinceMs), lt(requestLogs.createdAt, fromHour), keyFilter(requestLogs.keyId, filter))!
+    return { parts, edge }
   }
 
   return {
@@ -206,33 +245,17 @@ export function createRequestLogRepository(db: Db) {
       const query = db.select({ value: count() }).from(requestLogs)
       return (workspaceId ? query.where(eq(requestLogs.workspaceId, workspaceId)) : query).get()!.value
     },
-    /**
-     * The usage of a window: from the roll-ups for its whole hours, and from the rows for the part
-     * of an hour it starts in (none when it starts on the hour, as the usage API's windows do).
-     */
+    /** The usage of a window, from the roll-ups and the rows of its first, partial hour (see `window`). */
     summary(filter: UsageFilter) {
-      const { fromHour, edge } = window(filter)
-      const rolled = db
-        .select(rolledSums())
-        .from(usageRollups)
-        .where(rollupWhere(filter, fromHour))
-        .get()!
-      const models = new Set(
-        db
-          .selectDistinct({ model: usageRollups.model })
-          .from(usageRollups)
-          .where(and(rollupWhere(filter, fromHour), ne(usageRollups.model, '')))
-          .all()
-          .map((row) => row.model),
-      )
-      const total = { ...rolled }
+      const { parts, edge } = window(filter)
+      const total = emptySums()
+      const models = new Set<string>()
+      for (const { table, where } of parts) {
+        addSums(total, db.select(rolledSums(table)).from(table).where(where).get()!)
+        for (const { model } of db.selectDistinct({ model: table.model }).from(table).where(and(where, ne(table.model, ''))).all()) models.add(model)
+      }
       if (edge) {
-        const row = db
-          .select(rowSums())
-          .from(requestLogs)
-          .where(edge)
-          .get()!
-        for (const name of Object.keys(total) as (keyof typeof total)[]) total[name] += Number(row[name])
+        addSums(total, db.select(rowSums()).from(requestLogs).where(edge).get()!)
         for (const { model } of db.selectDistinct({ model: requestLogs.model }).from(requestLogs).where(and(edge, isNotNull(requestLogs.model))).all()) models.add(model!)
       }
       return {
@@ -245,21 +268,23 @@ export function createRequestLogRepository(db: Db) {
     },
     /** Usage grouped by bucket start (ms), where the bucket is `floor(time / size) * size` (size a whole number of hours). */
     series(filter: UsageFilter, bucketMs: number) {
-      const { fromHour, edge } = window(filter)
-      const buckets = new Map<number, { requests: number; errors: number; latencySum: number; latencyCount: number; overheadSum: number; overheadCount: number }>()
-      const add = (bucket: number, row: { requests: number; errors: number; latencySum: number; latencyCount: number; overheadSum: number; overheadCount: number }) => {
-        const sums = buckets.get(bucket) ?? { requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0 }
-        for (const name of Object.keys(sums) as (keyof typeof sums)[]) sums[name] += Number(row[name])
-        buckets.set(bucket, sums)
+      const { parts, edge } = window(filter, bucketMs % dayMs === 0)
+      const buckets = new Map<number, UsageSums>()
+      const add = (bucket: number, row: Record<keyof UsageSums, number>) => {
+        let sums = buckets.get(bucket)
+        if (!sums) buckets.set(bucket, (sums = emptySums()))
+        addSums(sums, row)
       }
-      const rolledBucket = sql<number>`(${usageRollups.hour} / ${bucketMs}) * ${bucketMs}`
-      for (const row of db
-        .select({ bucket: rolledBucket, ...rolledSums() })
-        .from(usageRollups)
-        .where(rollupWhere(filter, fromHour))
-        .groupBy(rolledBucket)
-        .all())
-        add(Number(row.bucket), row)
+      for (const { table, where } of parts) {
+        const rolledBucket = sql<number>`(${table.start} / ${bucketMs}) * ${bucketMs}`
+        for (const row of db
+          .select({ bucket: rolledBucket, ...rolledSums(table) })
+          .from(table)
+          .where(where)
+          .groupBy(rolledBucket)
+          .all())
+          add(Number(row.bucket), row)
+      }
       if (edge) {
         const rowBucket = sql<number>`(${requestLogs.createdAt} / ${bucketMs}) * ${bucketMs}`
         for (const row of db
@@ -279,9 +304,9 @@ export function createRequestLogRepository(db: Db) {
       }))
     },
     /** Requests per model or gateway, most first (ties by name), at most `limit`. */
-    /** Tokens by model and gateway over the window (the dashboard's token and cost table), from the roll-ups and the edge hour's rows. */
+    /** Tokens by model and gateway over the window (the dashboard's token and cost table). */
     tokens(filter: UsageFilter) {
-      const { fromHour, edge } = window(filter)
+      const { parts, edge } = window(filter)
       const sums = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number }>()
       const add = (model: string, gateway: string, requests: number, inputTokens: number, outputTokens: number) => {
         const key = `${model}\u0000${gateway}`
@@ -291,19 +316,21 @@ export function createRequestLogRepository(db: Db) {
         entry.outputTokens += outputTokens
         sums.set(key, entry)
       }
-      for (const row of db
-        .select({
-          model: usageRollups.model,
-          gateway: usageRollups.gateway,
-          requests: sql<number>`sum(${usageRollups.requests})`,
-          inputTokens: sql<number>`sum(${usageRollups.inputTokens})`,
-          outputTokens: sql<number>`sum(${usageRollups.outputTokens})`,
-        })
-        .from(usageRollups)
-        .where(rollupWhere(filter, fromHour))
-        .groupBy(usageRollups.model, usageRollups.gateway)
-        .all())
-        add(row.model, row.gateway, Number(row.requests), Number(row.inputTokens), Number(row.outputTokens))
+      for (const { table, where } of parts) {
+        for (const row of db
+          .select({
+            model: table.model,
+            gateway: table.gateway,
+            requests: sql<number>`sum(${table.requests})`,
+            inputTokens: sql<number>`sum(${table.inputTokens})`,
+            outputTokens: sql<number>`sum(${table.outputTokens})`,
+          })
+          .from(table)
+          .where(where)
+          .groupBy(table.model, table.gateway)
+          .all())
+          add(row.model, row.gateway, Number(row.requests), Number(row.inputTokens), Number(row.outputTokens))
+      }
       if (edge) {
         for (const row of db
           .select({
@@ -322,16 +349,18 @@ export function createRequestLogRepository(db: Db) {
       return [...sums.values()].sort((left, right) => right.inputTokens + right.outputTokens - (left.inputTokens + left.outputTokens) || right.requests - left.requests)
     },
     breakdown(filter: UsageFilter, by: 'model' | 'gateway', limit: number) {
-      const { fromHour, edge } = window(filter)
+      const { parts, edge } = window(filter)
       const counts = new Map<string, number>()
-      const rolledColumn = by === 'model' ? usageRollups.model : usageRollups.gateway
-      for (const row of db
-        .select({ name: rolledColumn, requests: sql<number>`sum(${usageRollups.requests})` })
-        .from(usageRollups)
-        .where(and(rollupWhere(filter, fromHour), ne(rolledColumn, '')))
-        .groupBy(rolledColumn)
-        .all())
-        counts.set(row.name, Number(row.requests))
+      for (const { table, where } of parts) {
+        const rolledColumn = by === 'model' ? table.model : table.gateway
+        for (const row of db
+          .select({ name: rolledColumn, requests: sql<number>`sum(${table.requests})` })
+          .from(table)
+          .where(and(where, ne(rolledColumn, '')))
+          .groupBy(rolledColumn)
+          .all())
+          counts.set(row.name, (counts.get(row.name) ?? 0) + Number(row.requests))
+      }
       if (edge) {
         const column = by === 'model' ? requestLogs.model : requestLogs.gateway
         for (const row of db.select({ name: column, requests: count() }).from(requestLogs).where(and(edge, isNotNull(column))).groupBy(column).all()) {

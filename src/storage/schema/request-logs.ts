@@ -43,6 +43,18 @@ export const requestLogs = sqliteTable(
   ],
 )
 
+/** The sums of a roll-up row (averages are sums over counts). */
+const rollupSums = () => ({
+  requests: integer('requests').notNull().default(0),
+  errors: integer('errors').notNull().default(0),
+  latencySum: real('latency_sum').notNull().default(0),
+  latencyCount: integer('latency_count').notNull().default(0),
+  overheadSum: real('overhead_sum').notNull().default(0),
+  overheadCount: integer('overhead_count').notNull().default(0),
+  inputTokens: integer('input_tokens').notNull().default(0),
+  outputTokens: integer('output_tokens').notNull().default(0),
+})
+
 /**
  * Request-log roll-ups: one row per workspace, hour, key, model and gateway, kept up to date in the
  * transaction that writes the rows (storage/repositories/request-logs.ts). Usage queries read these
@@ -54,18 +66,30 @@ export const usageRollups = sqliteTable(
   {
     workspaceId: text('workspace_id').notNull(),
     /** The hour's start, Unix milliseconds. */
-    hour: integer('hour').notNull(),
+    start: integer('hour').notNull(),
     keyId: text('key_id').notNull().default(''),
     model: text('model').notNull().default(''),
     gateway: text('gateway').notNull().default(''),
-    requests: integer('requests').notNull().default(0),
-    errors: integer('errors').notNull().default(0),
-    latencySum: real('latency_sum').notNull().default(0),
-    latencyCount: integer('latency_count').notNull().default(0),
-    overheadSum: real('overhead_sum').notNull().default(0),
-    overheadCount: integer('overhead_count').notNull().default(0),
-    inputTokens: integer('input_tokens').notNull().default(0),
-    outputTokens: integer('output_tokens').notNull().default(0),
+    ...rollupSums(),
   },
-  (table) => [primaryKey({ columns: [table.workspaceId, table.hour, table.keyId, table.model, table.gateway] })],
+  (table) => [primaryKey({ columns: [table.workspaceId, table.start, table.keyId, table.model, table.gateway] })],
+)
+
+/**
+ * The same sums per UTC day, kept in the same transaction: a window of whole days reads a thirtieth
+ * of a month's hour buckets (the hours before its first midnight come from usage_rollups, the part of
+ * an hour it starts in from the rows). `start` is the day's first millisecond.
+ */
+export const usageDailyRollups = sqliteTable(
+  'usage_daily_rollups',
+  {
+    workspaceId: text('workspace_id').notNull(),
+    /** The UTC day's start, Unix milliseconds. */
+    start: integer('day').notNull(),
+    keyId: text('key_id').notNull().default(''),
+    model: text('model').notNull().default(''),
+    gateway: text('gateway').notNull().default(''),
+    ...rollupSums(),
+  },
+  (table) => [primaryKey({ columns: [table.workspaceId, table.start, table.keyId, table.model, table.gateway] })],
 )
