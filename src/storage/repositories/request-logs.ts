@@ -29,12 +29,8 @@ const dayMs = 24 * hourMs
 /** One roll-up row's sums for a batch, before it is added to the stored row. */
 type RollupSums = typeof usageRollups.$inferSelect
 
-/**
- * The hour and the day roll-ups have the same columns (`start` is the bucket's first millisecond), so
- * one query serves both; only the table's name differs in their types.
- */
+/** The hour and the day roll-ups: one table type (schema `rollupTable`), so one query serves both. */
 type RollupTable = typeof usageRollups
-const dailyRollups = usageDailyRollups as unknown as RollupTable
 
 const sumNames = ['requests', 'errors', 'latencySum', 'latencyCount', 'overheadSum', 'overheadCount', 'inputTokens', 'outputTokens'] as const
 
@@ -207,7 +203,7 @@ export function createRequestLogRepository(db: Db) {
     if (!days) parts.push({ table: usageRollups, where: scope(usageRollups, fromHour, undefined) })
     else {
       if (fromHour < fromDay) parts.push({ table: usageRollups, where: scope(usageRollups, fromHour, fromDay) })
-      parts.push({ table: dailyRollups, where: scope(dailyRollups, fromDay, undefined) })
+      parts.push({ table: usageDailyRollups, where: scope(usageDailyRollups, fromDay, undefined) })
     }
     if (fromHour === filter.sinceMs) return { parts, edge: undefined }
     const edge = and(eq(requestLogs.workspaceId, filter.workspaceId), gte(requestLogs.createdAt, filter.sinceMs), lt(requestLogs.createdAt, fromHour), keyFilter(requestLogs.keyId, filter))!

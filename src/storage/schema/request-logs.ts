@@ -43,53 +43,44 @@ export const requestLogs = sqliteTable(
   ],
 )
 
-/** The sums of a roll-up row (averages are sums over counts). */
-const rollupSums = () => ({
-  requests: integer('requests').notNull().default(0),
-  errors: integer('errors').notNull().default(0),
-  latencySum: real('latency_sum').notNull().default(0),
-  latencyCount: integer('latency_count').notNull().default(0),
-  overheadSum: real('overhead_sum').notNull().default(0),
-  overheadCount: integer('overhead_count').notNull().default(0),
-  inputTokens: integer('input_tokens').notNull().default(0),
-  outputTokens: integer('output_tokens').notNull().default(0),
-})
+/**
+ * A roll-up table: one row per workspace, bucket, key, model and gateway with the sums of its rows
+ * (averages are sums over counts). `start` is the bucket's first millisecond, stored in the column
+ * `startColumn`. '' stands for a row without key, model or gateway (a primary key column cannot be
+ * null). Both roll-up tables come from here, so they have one type and one query serves both.
+ */
+function rollupTable(name: string, startColumn: string) {
+  return sqliteTable(
+    name,
+    {
+      workspaceId: text('workspace_id').notNull(),
+      start: integer(startColumn).notNull(),
+      keyId: text('key_id').notNull().default(''),
+      model: text('model').notNull().default(''),
+      gateway: text('gateway').notNull().default(''),
+      requests: integer('requests').notNull().default(0),
+      errors: integer('errors').notNull().default(0),
+      latencySum: real('latency_sum').notNull().default(0),
+      latencyCount: integer('latency_count').notNull().default(0),
+      overheadSum: real('overhead_sum').notNull().default(0),
+      overheadCount: integer('overhead_count').notNull().default(0),
+      inputTokens: integer('input_tokens').notNull().default(0),
+      outputTokens: integer('output_tokens').notNull().default(0),
+    },
+    (table) => [primaryKey({ columns: [table.workspaceId, table.start, table.keyId, table.model, table.gateway] })],
+  )
+}
 
 /**
- * Request-log roll-ups: one row per workspace, hour, key, model and gateway, kept up to date in the
- * transaction that writes the rows (storage/repositories/request-logs.ts). Usage queries read these
- * buckets, not the rows: their cost follows the hours asked for, not the traffic. '' stands for a
- * row without key, model or gateway (a primary key column cannot be null).
+ * Request-log roll-ups by hour, kept up to date in the transaction that writes the rows
+ * (storage/repositories/request-logs.ts). Usage queries read these buckets, not the rows: their cost
+ * follows the time asked for, not the traffic.
  */
-export const usageRollups = sqliteTable(
-  'usage_rollups',
-  {
-    workspaceId: text('workspace_id').notNull(),
-    /** The hour's start, Unix milliseconds. */
-    start: integer('hour').notNull(),
-    keyId: text('key_id').notNull().default(''),
-    model: text('model').notNull().default(''),
-    gateway: text('gateway').notNull().default(''),
-    ...rollupSums(),
-  },
-  (table) => [primaryKey({ columns: [table.workspaceId, table.start, table.keyId, table.model, table.gateway] })],
-)
+export const usageRollups = rollupTable('usage_rollups', 'hour')
 
 /**
- * The same sums per UTC day, kept in the same transaction: a window of whole days reads a thirtieth
- * of a month's hour buckets (the hours before its first midnight come from usage_rollups, the part of
- * an hour it starts in from the rows). `start` is the day's first millisecond.
+ * The same sums per UTC day, kept in the same transaction: a window of whole days reads a
+ * twenty-fourth of its hour buckets (the hours before its first midnight come from usage_rollups,
+ * the part of an hour it starts in from the rows).
  */
-export const usageDailyRollups = sqliteTable(
-  'usage_daily_rollups',
-  {
-    workspaceId: text('workspace_id').notNull(),
-    /** The UTC day's start, Unix milliseconds. */
-    start: integer('day').notNull(),
-    keyId: text('key_id').notNull().default(''),
-    model: text('model').notNull().default(''),
-    gateway: text('gateway').notNull().default(''),
-    ...rollupSums(),
-  },
-  (table) => [primaryKey({ columns: [table.workspaceId, table.start, table.keyId, table.model, table.gateway] })],
-)
+export const usageDailyRollups = rollupTable('usage_daily_rollups', 'day')
