@@ -30,6 +30,11 @@ import { requestJournalDirectory, rowEntry } from '../../src/storage/request-jou
 import { serveOnLoopback } from './serve'
 
 const upstream = process.env.BENCH_UPSTREAM_URL!
+/**
+ * BENCH_FLOOR_WITHOUT: comma-separated mandatory parts left out (`bench --floor-parts`, which prices
+ * each part by what leaving it out saves): log, version, signal, parse, buffer.
+ */
+const without = new Set((process.env.BENCH_FLOOR_WITHOUT ?? '').split(',').filter(Boolean))
 const dataDir = process.env.BENCH_FLOOR_DIR!
 const storage = openStorage(join(dataDir, 'floor.db'))
 const checkpoints = await storage.startBackgroundCheckpoints({})
@@ -130,7 +135,7 @@ async function relayStream(upstreamResponse: Response, requestId: string, contro
 serveOnLoopback(async (request) => {
   const startedAt = performance.now()
   const requestId = crypto.randomUUID()
-  if (startedAt - versionCheckedAt >= 1) {
+  if (!without.has('version') && startedAt - versionCheckedAt >= 1) {
     versionCheckedAt = startedAt
     const version = storage.dataVersion()
     // Here the router would rebuild its snapshot; the floor's one key never changes.
@@ -140,32 +145,42 @@ serveOnLoopback(async (request) => {
   const key = authorization?.startsWith('Bearer ') ? keys.get(authorization.slice(7)) : undefined
   if (!key) return json(401, '{"error":{"code":"invalid_api_key"}}')
   const bytes = await request.bytes()
-  const body = JSON.parse(decoder.decode(bytes)) as { model?: unknown; messages?: unknown; stream?: unknown }
+  const body = (without.has('parse') ? { model: 'openai/gpt-4o-mini', messages: [], stream: false } : JSON.parse(decoder.decode(bytes))) as { model?: unknown; messages?: unknown; stream?: unknown }
   if (typeof body.model !== 'string' || !Array.isArray(body.messages)) return json(400, '{"error":{"code":"invalid_request"}}')
   const model = body.model
+  const signalled = !without.has('signal')
   const controller = new AbortController()
-  const timer = setTimeout(abortAttempt, 60_000, controller)
+  const timer = signalled ? setTimeout(abortAttempt, 60_000, controller) : undefined
   const hangUp = () => controller.abort('client-closed')
-  request.signal.addEventListener('abort', hangUp)
+  if (signalled) request.signal.addEventListener('abort', hangUp)
   let upstreamResponse: Response
   let answer: ArrayBuffer
   try {
-    upstreamResponse = await fetch(upstream + '/v1/chat/completions', { method: 'POST', headers: body.stream === true ? streamHeaders : upstreamHeaders, body: bytes, signal: controller.signal })
+    upstreamResponse = await fetch(upstream + '/v1/chat/completions', { method: 'POST', headers: body.stream === true ? streamHeaders : upstreamHeaders, body: bytes, signal: signalled ? controller.signal : undefined })
     if (body.stream === true && upstreamResponse.ok) {
       const relayed = await relayStream(upstreamResponse, requestId, controller, () => logRow(requestId, key, model, 200, true, startedAt, null, null))
       return relayed ?? json(502, '{"error":{"code":"all_targets_failed"}}')
+    }
+    if (without.has('buffer')) {
+      if (!without.has('log')) logRow(requestId, key, model, upstreamResponse.status, false, startedAt, null, null)
+      return new Response(upstreamResponse.body, {
+        status: upstreamResponse.status,
+        headers: { 'content-type': upstreamResponse.headers.get('content-type') ?? 'application/json', 'x-router-request-id': requestId, 'x-router-provider': 'openai', 'x-router-attempts': '1' },
+      })
     }
     answer = await upstreamResponse.arrayBuffer()
   } catch {
     return json(502, '{"error":{"code":"all_targets_failed"}}')
   } finally {
-    clearTimeout(timer)
-    request.signal.removeEventListener('abort', hangUp)
+    if (signalled) {
+      clearTimeout(timer)
+      request.signal.removeEventListener('abort', hangUp)
+    }
   }
   const tail = decoder.decode(new Uint8Array(answer, Math.max(0, answer.byteLength - 300)))
   const input = /"prompt_tokens":\s*(\d+)/.exec(tail)
   const output = /"completion_tokens":\s*(\d+)/.exec(tail)
-  logRow(requestId, key, model, upstreamResponse.status, false, startedAt, input ? Number(input[1]) : null, output ? Number(output[1]) : null)
+  if (!without.has('log')) logRow(requestId, key, model, upstreamResponse.status, false, startedAt, input ? Number(input[1]) : null, output ? Number(output[1]) : null)
   return new Response(answer, {
     status: upstreamResponse.status,
     headers: { 'content-type': upstreamResponse.headers.get('content-type') ?? 'application/json', 'x-router-request-id': requestId, 'x-router-provider': 'openai', 'x-router-attempts': '1' },

@@ -1,7 +1,9 @@
 /**
  * Benchmark upstream: a fixed ~1 KB chat completion, a 20-chunk SSE stream, a fixed Response
  * object, and an immediate 500 under the `/fail` prefix. Optional fixed latency (BENCH_LATENCY_MS).
- * Prints `port N` when ready.
+ * Stream chunks come BENCH_CHUNK_GAP_MS apart (default 2, a model's pace), except for a request
+ * whose body says `"user":"burst"` (a chat field forwarded as sent by every system): its chunks come
+ * at once, so streams per second measure the proxy's own cost per stream. Prints `port N` when ready.
  */
 import { serveOnLoopback } from './serve'
 
@@ -46,10 +48,11 @@ serveOnLoopback(async (request) => {
   if (path.endsWith('/responses')) return new Response(responseObject, { headers: json })
   if (path.endsWith('/models')) return new Response('{"object":"list","data":[]}', { headers: json })
   if (body.includes('"stream":true')) {
+    const gapMs = body.includes('"user":"burst"') ? 0 : chunkGapMs
     let index = 0
     const stream = new ReadableStream<Uint8Array>({
       async pull(controller) {
-        if (index > 0 && chunkGapMs) await Bun.sleep(chunkGapMs)
+        if (index > 0 && gapMs) await Bun.sleep(gapMs)
         if (index < chunks.length) controller.enqueue(chunks[index++]!)
         else {
           controller.enqueue(finish)
