@@ -7,7 +7,7 @@ import { openStorage, type Storage } from './storage/client'
 import { createIdSigner, createSecretBox, loadMasterKey, type SecretBox } from './storage/crypto'
 import { createRepositories, type ConfigChange, type Repositories } from './storage/repositories'
 import type { AppDeps } from './api/deps'
-import { createSnapshotStore, type SnapshotStore } from './storage/snapshot'
+import { createSnapshotStore, type SnapshotStore } from './pipeline/read-model/snapshot'
 import { McpServers } from './pipeline/stages/mcp-servers'
 import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log-request'
 import { RoleWatcher } from './cluster/role'
@@ -15,6 +15,7 @@ import { Writer } from './cluster/writer'
 import { spoolPath } from './cluster/spool'
 import { createUsageReader } from './storage/usage-reader'
 import { createReadThread, type ReadThread } from './storage/read-thread'
+import { UpstreamClient } from './gateways/client'
 
 export interface Runtime extends AppDeps {
   config: Config
@@ -28,7 +29,10 @@ export interface Runtime extends AppDeps {
   masterKeyCreated: boolean
   snapshots: SnapshotStore
   logQueue: RequestLogQueue
+  /** Outside calls that are not to a gateway (plug-in services, webhooks' resolver, log shipping). */
   fetch: typeof fetch
+  /** Every call to a gateway (gateways/client.ts). */
+  upstream: UpstreamClient
   random: () => number
   sign: (text: string) => string
   /** The MCP servers attached to keys: clients, tool lists and tool calls (pipeline/stages). */
@@ -96,6 +100,7 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
     reads,
     usage: createUsageReader(reads),
     fetch: options.fetch ?? fetch,
+    upstream: new UpstreamClient(options.fetch ?? fetch),
     random: Math.random,
     sign: createIdSigner(key),
     mcpServers: new McpServers({ allowPrivate: config.webhookAllowPrivate, logger, version: '0.1.0' }),

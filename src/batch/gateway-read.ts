@@ -5,11 +5,11 @@
  * transaction, whichever read sees it first.
  */
 import { parseJson } from '../dialects/sse/decode'
-import { upstreamHeaders } from '../gateways/upstream'
+import type { GatewayAnswer, UpstreamClient } from '../gateways/client'
 import { isObject } from '../pipeline/read-body'
 import type { Repositories } from '../storage/repositories'
 import type { BatchRow } from '../storage/repositories/batches'
-import type { ProviderEntry } from '../storage/snapshot'
+import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 import { notificationsFor } from './notify'
 import { progressFromUpstream } from './present'
 
@@ -18,22 +18,23 @@ export class UnreadableBatch extends Error {}
 export type GatewayRead =
   /** SPEC: right after submission the gateway may not see the batch yet. */
   | { kind: 'invisible' }
-  | { kind: 'refused'; upstream: Response; text: string }
-  | { kind: 'read'; upstream: Response; row: BatchRow; upstreamBatch: Record<string, unknown>; finished: boolean }
+  | { kind: 'refused'; answer: GatewayAnswer }
+  | { kind: 'read'; answer: GatewayAnswer; row: BatchRow; upstreamBatch: Record<string, unknown>; finished: boolean }
 
+/** A gateway that cannot be reached (or does not answer within `timeoutMs`) rejects with GatewayUnreachable. */
 export async function readGatewayBatch(
-  deps: { fetch: typeof fetch; repositories: Pick<Repositories, 'batches' | 'inferenceKeys' | 'workspaces'> },
+  deps: { upstream: UpstreamClient; repositories: Pick<Repositories, 'batches' | 'inferenceKeys' | 'workspaces'> },
   row: BatchRow,
   provider: ProviderEntry,
-  signal: AbortSignal,
+  timeoutMs: number,
+  signal?: AbortSignal,
 ): Promise<GatewayRead> {
-  const upstream = await deps.fetch(`${provider.baseUrl}/batches/${encodeURIComponent(row.upstreamId!)}`, { headers: upstreamHeaders(provider, [], false), signal })
-  const text = await upstream.text()
-  if (upstream.status === 404 && row.status === 'validating') return { kind: 'invisible' }
-  if (!upstream.ok) return { kind: 'refused', upstream, text }
-  const upstreamBatch = parseJson(text)
+  const answer = await deps.upstream.read(provider, { path: `/batches/${encodeURIComponent(row.upstreamId!)}`, signal }, timeoutMs)
+  if (answer.status === 404 && row.status === 'validating') return { kind: 'invisible' }
+  if (!answer.ok) return { kind: 'refused', answer }
+  const upstreamBatch = parseJson(answer.text)
   if (!isObject(upstreamBatch)) throw new UnreadableBatch(`the gateway ${provider.gateway.id} answered with something that is not a batch object`)
   const now = Date.now()
   const finished = deps.repositories.batches.applyProgress(row.id, progressFromUpstream(upstreamBatch, now, row.requestTotal), (next) => notificationsFor(deps.repositories, next, now))
-  return { kind: 'read', upstream, row: deps.repositories.batches.get(row.id)!, upstreamBatch, finished }
+  return { kind: 'read', answer, row: deps.repositories.batches.get(row.id)!, upstreamBatch, finished }
 }

@@ -4,13 +4,13 @@
  * writes its notifications in the same transaction, as the refresh job does) and answers from both.
  */
 import { RouterError } from '../errors/router-error'
-import { upstreamHeaders } from '../gateways/upstream'
+import { GatewayUnreachable, type GatewayAnswer } from '../gateways/client'
 import type { RequestContext } from '../pipeline/context'
 import { finishWith } from '../pipeline/finish'
 import { setRoutingHeaders } from '../pipeline/respond'
 import type { EndpointHandler, InferenceDeps } from '../pipeline/types'
 import { batchStatuses, isTerminalStatus, type BatchRow } from '../storage/repositories/batches'
-import type { ProviderEntry } from '../storage/snapshot'
+import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 import { batchRetentionMs, readBatchId } from './batch-ids'
 import { readGatewayBatch, UnreadableBatch, type GatewayRead } from './gateway-read'
 import { normalizeResults, presentBatch } from './present'
@@ -51,7 +51,7 @@ async function readUpstream(context: RequestContext, deps: InferenceDeps, reques
   const started = performance.now()
   let read: GatewayRead
   try {
-    read = await readGatewayBatch(deps, row, provider, AbortSignal.any([request.signal, AbortSignal.timeout(readTimeoutMs)]))
+    read = await readGatewayBatch(deps, row, provider, readTimeoutMs, request.signal)
   } catch (error) {
     if (error instanceof UnreadableBatch) throw new RouterError('upstream_unreadable', `The ${error.message}.`)
     throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} that holds this batch could not be reached.`)
@@ -59,8 +59,8 @@ async function readUpstream(context: RequestContext, deps: InferenceDeps, reques
     context.upstreamWaitMs += performance.now() - started
   }
   if (read.kind === 'invisible') return { kind: 'read', row, results: null }
-  setRoutingHeaders(context, provider.gateway.id, [], read.upstream.headers, provider.secret)
-  if (read.kind === 'refused') return { kind: 'relay', response: relayUpstreamError(context, provider, read.upstream, read.text), status: read.upstream.status }
+  setRoutingHeaders(context, provider.gateway.id, [], read.answer.headers, provider.secret)
+  if (read.kind === 'refused') return { kind: 'relay', response: relayUpstreamError(context, provider, read.answer), status: read.answer.status }
   return { kind: 'read', row: read.row, results: read.row.status === 'completed' ? normalizeResults(read.upstreamBatch.results) : null }
 }
 
@@ -80,19 +80,15 @@ async function deleteBatch(context: RequestContext, deps: InferenceDeps, request
     throw new RouterError('batch_not_terminal', `This batch is ${read.row.status}: only a completed, failed, expired or cancelled batch can be deleted (there is no cancel operation).`)
   }
   context.attempts++
-  let upstream: Response
+  let upstream: GatewayAnswer
   try {
-    upstream = await deps.fetch(`${provider.baseUrl}/batches/${encodeURIComponent(row.upstreamId!)}`, {
-      method: 'DELETE',
-      headers: upstreamHeaders(provider, [], false),
-      signal: AbortSignal.any([request.signal, AbortSignal.timeout(readTimeoutMs)]),
-    })
-  } catch {
+    upstream = await deps.upstream.read(provider, { method: 'DELETE', path: `/batches/${encodeURIComponent(row.upstreamId!)}`, signal: request.signal }, readTimeoutMs)
+  } catch (error) {
+    if (!(error instanceof GatewayUnreachable)) throw error
     throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} that holds this batch could not be reached; nothing was deleted.`)
   }
-  const text = await upstream.text().catch(() => '')
   // A batch the gateway no longer has is gone there already.
-  if (!upstream.ok && upstream.status !== 404) return finishWith(context, deps, relayUpstreamError(context, provider, upstream, text), `upstream_${upstream.status}`)
+  if (!upstream.ok && upstream.status !== 404) return finishWith(context, deps, relayUpstreamError(context, provider, upstream), `upstream_${upstream.status}`)
   deps.repositories.batches.markPurged(row.id, Date.now())
   return json(context, deps, 200, { id: row.id, object: 'batch', deleted: true })
 }

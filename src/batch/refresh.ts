@@ -11,9 +11,8 @@
  */
 import type { Runtime } from '../runtime'
 import type { JobProgress } from '../scheduler/jobs'
-import { upstreamHeaders } from '../gateways/upstream'
 import type { BatchRow } from '../storage/repositories/batches'
-import type { ProviderEntry } from '../storage/snapshot'
+import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 import { parseJson } from '../dialects/sse/decode'
 import { isObject } from '../pipeline/read-body'
 import { readGatewayBatch } from './gateway-read'
@@ -24,14 +23,14 @@ const unconfirmedLifetimeS = 24 * 3600
 const staleSubmitS = 3600
 
 async function getJson(runtime: Runtime, provider: ProviderEntry, suffix: string): Promise<{ status: number; body: unknown }> {
-  const response = await runtime.fetch(`${provider.baseUrl}${suffix}`, { headers: upstreamHeaders(provider, [], false), signal: AbortSignal.timeout(readTimeoutMs) })
-  return { status: response.status, body: parseJson(await response.text()) }
+  const answer = await runtime.upstream.read(provider, { path: suffix }, readTimeoutMs)
+  return { status: answer.status, body: parseJson(answer.text) }
 }
 
 async function refreshOne(runtime: Runtime, row: BatchRow, provider: ProviderEntry): Promise<'unchanged' | 'updated' | 'finished' | 'not-visible'> {
-  const read = await readGatewayBatch(runtime, row, provider, AbortSignal.timeout(readTimeoutMs))
+  const read = await readGatewayBatch(runtime, row, provider, readTimeoutMs)
   if (read.kind === 'invisible') return 'not-visible'
-  if (read.kind === 'refused') throw new Error(`HTTP ${read.upstream.status}`)
+  if (read.kind === 'refused') throw new Error(`HTTP ${read.answer.status}`)
   if (read.finished) return 'finished'
   const next = read.row
   return next.status === row.status && next.requestCompleted === row.requestCompleted && next.requestFailed === row.requestFailed ? 'unchanged' : 'updated'

@@ -11,7 +11,7 @@
  * before it completes, so the gateway never creates the batch, and the reserved row is dropped.
  */
 import { RouterError } from '../errors/router-error'
-import { upstreamHeaders } from '../gateways/upstream'
+import { readAnswer } from '../gateways/client'
 import type { RequestContext } from '../pipeline/context'
 import { applySteering } from '../pipeline/prepare-chat'
 import { finishWith, logRequest } from '../pipeline/finish'
@@ -157,7 +157,7 @@ export async function submitBatch(context: RequestContext, request: Request, dep
     while (!headSeen) if (!(await readChunk())) break
     head = checkHead(headSeen!)
     context.model = head.model
-    target = await chooseBatchTarget({ key, snapshot, model: head.model, random: deps.random, now: Date.now(), listModels: liveModelLister(deps.fetch, request.signal) })
+    target = await chooseBatchTarget({ key, snapshot, model: head.model, random: deps.random, now: Date.now(), listModels: liveModelLister(deps.upstream, request.signal) })
     context.gateway = target.provider.gateway.id
     context.providerKeyId = target.provider.id
     context.upstreamModel = target.upstreamModel
@@ -226,20 +226,16 @@ export async function submitBatch(context: RequestContext, request: Request, dep
   context.attempts = 1
   const started = performance.now()
   try {
-    const upstream = await deps.fetch(`${target.provider.baseUrl}/batches`, {
-      method: 'POST',
-      headers: upstreamHeaders(target.provider, [], true),
-      body: upload,
-      signal: AbortSignal.any([request.signal, abort.signal]),
-    })
+    const response = await deps.upstream.send(target.provider, { path: '/batches', bytes: upload, signal: AbortSignal.any([request.signal, abort.signal]) })
     // The gateway may answer (an error) before the body is all sent: the rest is not read.
     if (!uploaded) reader.cancel().catch(() => {})
-    const text = await upstream.text()
+    const upstream = await readAnswer(target.provider, response)
+    const text = upstream.text
     clearTimeout(confirmTimer)
     context.upstreamWaitMs += performance.now() - started
     if (!upstream.ok) {
       deps.repositories.batches.discard(batchId)
-      return finishWith(context, deps, relayUpstreamError(context, target.provider, upstream, text), `upstream_${upstream.status}`)
+      return finishWith(context, deps, relayUpstreamError(context, target.provider, upstream), `upstream_${upstream.status}`)
     }
     let confirmed: Record<string, unknown> | undefined
     try {

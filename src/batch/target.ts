@@ -7,9 +7,9 @@
  */
 import { RouterError } from '../errors/router-error'
 import { isFresh, spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
-import { fetchModelListing, ModelListingFailed } from '../gateways/model-listing'
+import { ModelListingFailed, type UpstreamClient } from '../gateways/client'
 import { orderTargets, rollRemap } from '../pipeline/plan-route'
-import type { KeyEntry, ProviderEntry, Snapshot } from '../storage/snapshot'
+import type { KeyEntry, ProviderEntry, Snapshot } from '../pipeline/read-model/snapshot'
 
 export interface BatchTarget {
   provider: ProviderEntry
@@ -26,10 +26,10 @@ export const plainModelId = (model: string) => (model.toLowerCase().endsWith(bat
 /** Lists of models fetched live for a gateway whose crawled catalog is missing or stale. */
 type ListModels = (provider: ProviderEntry) => Promise<string[]>
 
-export function liveModelLister(fetchImplementation: typeof fetch, signal: AbortSignal): ListModels {
+export function liveModelLister(upstream: UpstreamClient, signal: AbortSignal): ListModels {
   return async (provider) => {
     try {
-      return (await fetchModelListing(fetchImplementation, provider, AbortSignal.any([signal, AbortSignal.timeout(catalogCheckTimeoutMs)]))).map((item) => item.id)
+      return (await upstream.listModels(provider, AbortSignal.any([signal, AbortSignal.timeout(catalogCheckTimeoutMs)]))).map((item) => item.id)
     } catch (error) {
       const why = error instanceof ModelListingFailed ? `answered ${error.message}` : 'could not be read'
       throw new RouterError('batch_check_unavailable', `The model list of ${provider.gateway.id} ${why} when checked for a :batch variant. Nothing was submitted; try again.`)

@@ -3,18 +3,20 @@
  * message and numeric code (a duplicate custom_id 422, a mismatched body.model 400, no credit 402),
  * in the chat envelope, less the provider secret the gateway may echo.
  */
-import { scrubSecret } from '../gateways/scrub-secret'
+import type { GatewayAnswer } from '../gateways/client'
 import type { RequestContext } from '../pipeline/context'
 import { setRoutingHeaders } from '../pipeline/respond'
-import type { ProviderEntry } from '../storage/snapshot'
+import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 
 const errorTypeFor = (status: number) =>
   status === 401 || status === 403 ? 'authentication_error' : status === 402 ? 'payment_required' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'api_error' : 'invalid_request_error'
 
-export function relayUpstreamError(context: RequestContext, provider: ProviderEntry, upstream: Response, text: string): Response {
-  setRoutingHeaders(context, provider.gateway.id, [], upstream.headers, provider.secret)
+/** The gateway's refusal in the chat envelope (`answer` is the client's scrubbed read of it). */
+export function relayUpstreamError(context: RequestContext, provider: ProviderEntry, answer: GatewayAnswer): Response {
+  const upstream = answer
+  setRoutingHeaders(context, provider.gateway.id, [], answer.headers, provider.secret)
   context.headers['content-type'] = 'application/json'
-  const scrubbed = scrubSecret(text, provider.secret)
+  const scrubbed = answer.text
   let parsed: unknown
   try {
     parsed = JSON.parse(scrubbed)

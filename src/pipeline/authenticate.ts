@@ -7,7 +7,7 @@ import { timingSafeEqual } from 'node:crypto'
 import { RouterError } from '../errors/router-error'
 import { parseCallerAddress } from '../management/ip-allowlist'
 import { bearerToken } from '../management/workspaces'
-import type { KeyEntry, Snapshot, WorkspaceEntry } from '../storage/snapshot'
+import type { KeyEntry, Snapshot, WorkspaceEntry } from './read-model/snapshot'
 
 export const inferenceKeyPrefix = 'rt_live_'
 const displayPrefixLength = inferenceKeyPrefix.length + 8

@@ -12,12 +12,10 @@
  * The outcome is the X-Router-Decisioner header, the target tried first and, maybe, the model.
  */
 import { canonicalId, decideModel, gatewaysListing, spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
-import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
-import type { ProviderEntry } from '../storage/snapshot'
+import type { ProviderEntry } from './read-model/snapshot'
 import type { RequestContext } from './context'
 import { checkDecisionAnswer, type DecisionQuestion } from './decisions'
 import type { InferenceDeps } from './types'
-import { timeLimit } from './stages/time-limit'
 
 export type Objective = 'cost' | 'capability' | 'efficiency'
 
@@ -191,22 +189,13 @@ export async function decide(context: RequestContext, deps: InferenceDeps, model
   const timeLeft = context.startedAt + deps.config.deadlineMs - started
   const limit = Math.min(decisionCallMs, timeLeft)
   if (limit <= 0) return skip('jev_error')
-  const callLimit = timeLimit(limit)
   let answer: unknown
   try {
-    const response = await deps.fetch(upstreamUrl(decider, '/decisions'), {
-      method: 'POST',
-      headers: upstreamHeaders(decider, [], true, 'application/json'),
-      body: JSON.stringify({ model, state, questions }),
-      signal: callLimit.signal,
-    })
-    const text = await response.text()
-    if (!response.ok) return skip('jev_error', elapsed(started, context))
-    answer = JSON.parse(text)
+    const reply = await deps.upstream.read(decider, { path: '/decisions', body: { model, state, questions } }, limit)
+    if (!reply.ok) return skip('jev_error', elapsed(started, context))
+    answer = JSON.parse(reply.text)
   } catch {
     return skip('jev_error', elapsed(started, context))
-  } finally {
-    callLimit.release()
   }
   const callMs = elapsed(started, context)
   if (typeof answer !== 'object' || answer === null || checkDecisionAnswer(answer, questions) !== undefined) return skip('jev_error', callMs)

@@ -7,8 +7,7 @@
  */
 import { RouterError } from '../errors/router-error'
 import { buildGatewayCatalog, isBatchId, spellingFor } from '../gateways/model-catalog'
-import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
-import type { ProviderEntry } from '../storage/snapshot'
+import type { ProviderEntry } from './read-model/snapshot'
 import type { RequestContext } from './context'
 import { finishWith } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
@@ -31,15 +30,7 @@ async function fetchListing(provider: ProviderEntry, deps: InferenceDeps, signal
   for (const suffix of suffixes) {
     calls++
     try {
-      const response = await deps.fetch(upstreamUrl(provider, suffix), { headers: upstreamHeaders(provider, [], false), signal })
-      if (!response.ok) {
-        await response.body?.cancel()
-        continue
-      }
-      const parsed = (await response.json()) as { data?: unknown }
-      if (!Array.isArray(parsed.data)) continue
-      const models = parsed.data.filter((item): item is ModelObject => typeof item === 'object' && item !== null && typeof (item as ModelObject).id === 'string')
-      return { provider, models, calls }
+      return { provider, models: await deps.upstream.listModels(provider, signal, suffix), calls }
     } catch {
       if (signal.aborted) break
     }

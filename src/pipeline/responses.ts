@@ -11,9 +11,8 @@ import { decodeSse, parseJson } from '../dialects/sse/decode'
 import type { EventSourceMessage } from 'eventsource-parser'
 import { sseEvent } from '../dialects/sse/encode'
 import { breakSafe } from '../dialects/stream-parts'
-import { upstreamHeaders, upstreamUrl } from '../gateways/upstream'
-import { scrubSecret } from '../gateways/scrub-secret'
-import type { ProviderEntry } from '../storage/snapshot'
+import type { GatewayAnswer } from '../gateways/client'
+import type { ProviderEntry } from './read-model/snapshot'
 import type { RequestContext } from './context'
 import { failWith, finishWith, recordServingAttempt, trackStream } from './finish'
 import { isObject, readJsonBody } from './read-body'
@@ -322,31 +321,26 @@ export const handleRetrieveResponse: EndpointHandler = async (context, request, 
   context.gateway = provider.gateway.id
   context.providerKeyId = provider.id
   const deadline = performance.now() + Math.min(context.key!.upstreamTimeoutMs ?? 60_000, deps.config.deadlineMs)
-  const fetchStored = async (upstreamId: string) => {
+  const fetchStored = async (upstreamId: string): Promise<GatewayAnswer> => {
     const started = performance.now()
     context.attempts++
     try {
-      const upstream = await deps.fetch(upstreamUrl(provider, `/responses/${encodeURIComponent(upstreamId)}`), {
-        headers: upstreamHeaders(provider, [], false),
-        signal: AbortSignal.any([request.signal, AbortSignal.timeout(Math.max(1, deadline - performance.now()))]),
-      })
-      return { upstream, text: await upstream.text() }
+      return await deps.upstream.read(provider, { path: `/responses/${encodeURIComponent(upstreamId)}`, signal: request.signal }, deadline - performance.now())
     } finally {
       context.upstreamWaitMs += performance.now() - started
     }
   }
-  let stored: Awaited<ReturnType<typeof fetchStored>>
+  let upstream: GatewayAnswer
   try {
-    stored = await fetchStored(claims.upstreamId)
+    upstream = await fetchStored(claims.upstreamId)
   } catch {
     throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} could not be reached.`)
   }
-  const { upstream, text } = stored
   setRoutingHeaders(context, provider.gateway.id, [], upstream.headers, provider.secret)
   context.headers['content-type'] = 'application/json'
   // The gateway's error is relayed as it came, less the provider secret it may echo.
-  if (!upstream.ok) return finishWith(context, deps, new Response(scrubSecret(text, provider.secret), { status: upstream.status, headers: context.responseHeaders() }), `upstream_${upstream.status}`)
-  const parsed = parseJson(text) as Json | undefined
+  if (!upstream.ok) return finishWith(context, deps, new Response(upstream.text, { status: upstream.status, headers: context.responseHeaders() }), `upstream_${upstream.status}`)
+  const parsed = parseJson(upstream.text) as Json | undefined
   if (!isObject(parsed)) throw new RouterError('upstream_unreadable', `The gateway ${provider.gateway.id} answered with something that is not a Response object.`)
   // The previous turn's id as the client was given it: that id is a function of the gateway's id and
   // creation time (see response-ids.ts), and the creation time is on the stored previous response.
@@ -356,7 +350,7 @@ export const handleRetrieveResponse: EndpointHandler = async (context, request, 
     let previousCreatedAt: unknown
     try {
       const previous = await fetchStored(previousUpstreamId)
-      if (previous.upstream.ok) previousCreatedAt = (parseJson(previous.text) as Json | undefined)?.created_at
+      if (previous.ok) previousCreatedAt = (parseJson(previous.text) as Json | undefined)?.created_at
     } catch {
       // Unreachable now: the id below still names the right response, with an approximate lifetime.
     }

@@ -3,13 +3,13 @@
  * POST /embeddings. Plan, run the attempts, answer, and log when the answer is complete.
  */
 import { RouterError } from '../errors/router-error'
-import { forwardedHeaders, omitParameters, upstreamHeaders, upstreamUrl } from '../gateways/upstream'
+import { forwardedHeaders } from '../gateways/client'
 import { chatViaResponses } from '../gateways/responses-only'
 import type { RequestContext } from './context'
 import { finishFailedRun, finishWith, recordServingAttempt, trackStream } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
 import { isPlanCacheable, planRoute, type Operation, type PlannedAttempt, type RoutePlan } from './plan-route'
-import type { KeyEntry, ProviderEntry, Snapshot } from '../storage/snapshot'
+import type { KeyEntry, ProviderEntry, Snapshot } from './read-model/snapshot'
 import { spellingFor } from '../gateways/model-catalog'
 import { applySteering, requireModel, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
@@ -70,19 +70,6 @@ interface PlanCacheEntry {
   /** undefined: this key's plan for this model is not deterministic (split, or a remap applies). */
   plan: RoutePlan | undefined
   at: number
-}
-
-/** One POST to an attempt's gateway: the client's bytes when they go unchanged, else the body re-encoded without the gateway's omitted parameters. */
-function postUpstream(
-  deps: InferenceDeps,
-  provider: ProviderEntry,
-  suffix: string,
-  headers: HeadersInit,
-  body: Record<string, unknown>,
-  raw: Uint8Array<ArrayBuffer> | undefined,
-  signal: AbortSignal,
-): Promise<Response> {
-  return deps.fetch(upstreamUrl(provider, suffix), { method: 'POST', headers, body: raw ?? JSON.stringify(omitParameters(body, provider)), signal })
 }
 
 /**
@@ -166,14 +153,12 @@ class RoutedCall implements AttemptCall {
     // The responses-only kind answers /chat/completions as chat (below), so the suffix says it all.
     this.replyKind = call.suffix === '/responses' ? 'response' : call.suffix === '/embeddings' ? 'embeddings' : call.suffix === '/decisions' ? 'decision' : 'chat'
     const provider = step.provider
-    const headers = this.forwarded.length
-      ? upstreamHeaders(provider, this.forwarded, true, this.stream ? 'text/event-stream' : 'application/json')
-      : provider.postHeaders[this.stream ? 'stream' : 'json']
     // The responses-only gateway kind is called on /responses and answers as chat.
     if (call.suffix === '/chat/completions' && provider.gateway.capabilities.responses === 'only') {
-      return chatViaResponses((suffix, body) => postUpstream(this.deps, provider, suffix, headers, body, undefined, signal), call.body, watch)
+      return chatViaResponses((path, body) => this.deps.upstream.send(provider, { path, body, stream: this.stream, forwarded: this.forwarded, signal }), call.body, watch)
     }
-    return postUpstream(this.deps, provider, call.suffix, headers, call.body, call.raw, signal)
+    // The client's bytes when they go unchanged, else the body encoded without the gateway's omitted parameters.
+    return this.deps.upstream.send(provider, call.raw ? { path: call.suffix, bytes: call.raw, stream: this.stream, forwarded: this.forwarded, signal } : { path: call.suffix, body: call.body, stream: this.stream, forwarded: this.forwarded, signal })
   }
 
   onAttempt(gateway: string, outcome: string, upstreamMs: number) {

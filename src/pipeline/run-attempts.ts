@@ -8,7 +8,7 @@
 import { RouterError } from '../errors/router-error'
 import { readReply, scanReply, UnusableReply, type ReplyKind } from '../dialects/reply-shape'
 import { startUpstreamBody, StreamIdleWatch, type UpstreamBody } from '../dialects/upstream-body'
-import { relayableHeaders } from '../gateways/upstream'
+import { relayableHeaders } from '../gateways/client'
 import { scrubSecret } from '../gateways/scrub-secret'
 import { classify, finalError, type AttemptOutcome, type FailedAttempt } from './classify-failure'
 import type { PlanStep, PlannedAttempt } from './plan-route'

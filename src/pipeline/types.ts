@@ -3,11 +3,12 @@ import type { Config } from '../config/env'
 import type { Envelope } from '../errors/render'
 import type { Logger } from '../observability/logger'
 import type { Metrics } from '../observability/metrics'
-import type { SnapshotStore } from '../storage/snapshot'
+import type { SnapshotStore } from './read-model/snapshot'
 import type { Repositories } from '../storage/repositories'
 import type { RequestContext } from './context'
 import type { RequestLogQueue } from './log-request'
 import type { McpServers } from './stages/mcp-servers'
+import type { UpstreamClient } from '../gateways/client'
 
 export interface InferenceDeps {
   config: Config
@@ -15,7 +16,10 @@ export interface InferenceDeps {
   logQueue: RequestLogQueue
   metrics: Metrics
   logger: Logger
+  /** Plug-in service calls (companion ads, keyterm links). */
   fetch: typeof fetch
+  /** Every call to a gateway. */
+  upstream: UpstreamClient
   random: () => number
   /** Signs ids the service issues (resp_rt_…, batch_rt_…). */
   sign: (text: string) => string

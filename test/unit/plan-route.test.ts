@@ -22,7 +22,7 @@ import { classify, finalError, isModelMiss400, type FailedAttempt } from '../../
 import { eligibleTargets, orderTargets, planRoute, rollRemap, type PlanInput, type PlannedAttempt, type PlanStep } from '../../src/pipeline/plan-route'
 import { RouterError } from '../../src/errors/router-error'
 import type { StoredRemap, StoredRule, StoredTarget } from '../../src/storage/repositories/inference-keys'
-import type { ProviderEntry } from '../../src/storage/snapshot'
+import type { ProviderEntry } from '../../src/pipeline/read-model/snapshot'
 
 const now = Date.UTC(2025, 0, 10, 12, 0, 0)
 const hour = 3_600_000

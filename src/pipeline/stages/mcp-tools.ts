@@ -4,7 +4,7 @@
  * (`mcp__<server>__<tool>`, made unique), and the calls the model makes to them are run here. A
  * server that is down offers nothing; a call that fails is an error text for the model.
  */
-import type { McpServerEntry } from '../../storage/snapshot'
+import type { McpServerEntry } from '../read-model/snapshot'
 import type { ActiveStage, EnrichmentStage, OfferedTool, StageRequest, ToolCallRequest } from './registry'
 
 /** Function names the upstream APIs accept: letters, digits, `_` and `-`, at most 64. */

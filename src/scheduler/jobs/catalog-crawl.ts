@@ -4,7 +4,6 @@
  */
 import { findGateway, providerBaseUrl } from '../../gateways/catalog'
 import { canonicalId } from '../../gateways/model-catalog'
-import { fetchModelListing } from '../../gateways/model-listing'
 import type { Runtime } from '../../runtime'
 
 const crawlTimeoutMs = 20_000
@@ -28,7 +27,7 @@ export async function crawlCatalogs(runtime: Runtime): Promise<Record<string, un
     [...byGateway].map(async ([gatewayId, access]) => {
       const gateway = findGateway(gatewayId)!
       try {
-        const listed = await fetchModelListing(runtime.fetch, { gateway, ...access }, AbortSignal.timeout(crawlTimeoutMs))
+        const listed = await runtime.upstream.listModels({ gateway, ...access }, AbortSignal.timeout(crawlTimeoutMs))
         const models = listed.map((item) => ({ modelId: item.id, canonicalId: canonicalId(item.id, gatewayId), object: JSON.stringify(item) }))
         runtime.repositories.gatewayCatalogs.replaceCatalog(gatewayId, Date.now(), models)
         results[gatewayId] = { models: models.length }

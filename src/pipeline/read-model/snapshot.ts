@@ -12,18 +12,19 @@
  */
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname } from 'node:path'
-import { findGateway, providerBaseUrl, type GatewayDefinition } from '../gateways/catalog'
-import { buildGatewayCatalog, type GatewayCatalog } from '../gateways/model-catalog'
-import { pricingOfStoredObject, type ModelPricing } from '../gateways/model-prices'
-import { compileAllowlist, type CompiledAllowlist } from '../management/ip-allowlist'
-import type { Config } from '../config/env'
-import type { Logger } from '../observability/logger'
-import type { Storage } from './client'
-import type { SecretBox } from './crypto'
-import type { ConfigChange } from './repositories'
-import type { StoredRemap, StoredRule } from './repositories/inference-keys'
-import type { ReadThread } from './read-thread'
-import { SnapshotRowReader, SnapshotRowStore, type KeyRow, type KnownPrices, type ProviderRow, type SnapshotRows, type WorkspaceRow } from './snapshot-rows'
+import { findGateway, providerBaseUrl, type GatewayDefinition } from '../../gateways/catalog'
+import { authHeaders } from '../../gateways/client'
+import { buildGatewayCatalog, type GatewayCatalog } from '../../gateways/model-catalog'
+import { pricingOfStoredObject, type ModelPricing } from '../../gateways/model-prices'
+import { compileAllowlist, type CompiledAllowlist } from '../../management/ip-allowlist'
+import type { Config } from '../../config/env'
+import type { Logger } from '../../observability/logger'
+import type { Storage } from '../../storage/client'
+import type { SecretBox } from '../../storage/crypto'
+import type { ConfigChange } from '../../storage/repositories'
+import type { StoredRemap, StoredRule } from '../../storage/repositories/inference-keys'
+import type { ReadThread } from '../../storage/read-thread'
+import { SnapshotRowReader, SnapshotRowStore, type KeyRow, type KnownPrices, type ProviderRow, type SnapshotRows, type WorkspaceRow } from '../../storage/snapshot-rows'
 
 export interface ProviderEntry {
   id: string
@@ -84,10 +85,6 @@ export interface Snapshot {
   planCacheSize: number
 }
 
-function authHeaders(gateway: GatewayDefinition, secret: string, accept: string): Record<string, string> {
-  const credential = gateway.authHeader === 'authorization' ? `Bearer ${secret}` : secret
-  return { 'content-type': 'application/json', accept, [gateway.authHeader]: credential }
-}
 
 export interface SnapshotStore {
   /**
@@ -175,7 +172,7 @@ class EntryMaker {
       secret,
       baseUrl: providerBaseUrl(gateway, this.deps.config.gatewayUrlOverrides, JSON.parse(row.config) as Record<string, unknown>),
       disabled: row.disabled === 1,
-      postHeaders: { json: authHeaders(gateway, secret, 'application/json'), stream: authHeaders(gateway, secret, 'text/event-stream') },
+      postHeaders: { json: authHeaders({ gateway, secret }, 'application/json', true), stream: authHeaders({ gateway, secret }, 'text/event-stream', true) },
     }
   }
 
