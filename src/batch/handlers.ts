@@ -6,7 +6,7 @@
 import { RouterError } from '../errors/router-error'
 import { GatewayUnreachable, type GatewayAnswer } from '../gateways/client'
 import type { RequestContext } from '../pipeline/context'
-import { finishWith } from '../pipeline/finish'
+import { finishJson } from '../pipeline/finish'
 import { setRoutingHeaders } from '../pipeline/respond'
 import type { EndpointHandler, InferenceDeps } from '../pipeline/types'
 import { batchStatuses, isTerminalStatus, type BatchRow } from '../storage/repositories/batches'
@@ -20,10 +20,7 @@ import { relayUpstreamError } from './upstream-errors'
 
 const readTimeoutMs = 30_000
 
-function json(context: RequestContext, deps: InferenceDeps, status: number, body: unknown): Response {
-  context.headers['content-type'] = 'application/json'
-  return finishWith(context, deps, new Response(JSON.stringify(body), { status, headers: context.responseHeaders() }))
-}
+const json = finishJson
 
 /** The batch's row and provider key, after every check that needs no call. */
 function resolveBatch(context: RequestContext, deps: InferenceDeps, id: string): { row: BatchRow; provider: ProviderEntry } {
@@ -43,7 +40,7 @@ function resolveBatch(context: RequestContext, deps: InferenceDeps, id: string):
   return { row, provider }
 }
 
-type UpstreamRead = { kind: 'read'; row: BatchRow; results: unknown[] | null } | { kind: 'relay'; response: Response; status: number }
+type UpstreamRead = { kind: 'read'; row: BatchRow; results: unknown[] | null } | { kind: 'relay'; response: Response }
 
 /** The row brought up to date by the gateway's read, or the gateway's refusal to relay. */
 async function readUpstream(context: RequestContext, deps: InferenceDeps, request: Request, row: BatchRow, provider: ProviderEntry): Promise<UpstreamRead> {
@@ -60,14 +57,14 @@ async function readUpstream(context: RequestContext, deps: InferenceDeps, reques
   }
   if (read.kind === 'invisible') return { kind: 'read', row, results: null }
   setRoutingHeaders(context, provider.gateway.id, [], read.answer.headers, provider.secret)
-  if (read.kind === 'refused') return { kind: 'relay', response: relayUpstreamError(context, provider, read.answer), status: read.answer.status }
+  if (read.kind === 'refused') return { kind: 'relay', response: relayUpstreamError(context, deps, provider, read.answer) }
   return { kind: 'read', row: read.row, results: read.row.status === 'completed' ? normalizeResults(read.upstreamBatch.results) : null }
 }
 
 async function getBatch(context: RequestContext, deps: InferenceDeps, request: Request, id: string): Promise<Response> {
   const { row, provider } = resolveBatch(context, deps, id)
   const read = await readUpstream(context, deps, request, row, provider)
-  if (read.kind === 'relay') return finishWith(context, deps, read.response, `upstream_${read.status}`)
+  if (read.kind === 'relay') return read.response
   return json(context, deps, 200, presentBatch(read.row, { results: read.results }))
 }
 
@@ -75,7 +72,7 @@ async function deleteBatch(context: RequestContext, deps: InferenceDeps, request
   const { row, provider } = resolveBatch(context, deps, id)
   // The state as the gateway has it now (the row may be up to five minutes old).
   const read = await readUpstream(context, deps, request, row, provider)
-  if (read.kind === 'relay') return finishWith(context, deps, read.response, `upstream_${read.status}`)
+  if (read.kind === 'relay') return read.response
   if (!isTerminalStatus(read.row.status)) {
     throw new RouterError('batch_not_terminal', `This batch is ${read.row.status}: only a completed, failed, expired or cancelled batch can be deleted (there is no cancel operation).`)
   }
@@ -88,7 +85,7 @@ async function deleteBatch(context: RequestContext, deps: InferenceDeps, request
     throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} that holds this batch could not be reached; nothing was deleted.`)
   }
   // A batch the gateway no longer has is gone there already.
-  if (!upstream.ok && upstream.status !== 404) return finishWith(context, deps, relayUpstreamError(context, provider, upstream), `upstream_${upstream.status}`)
+  if (!upstream.ok && upstream.status !== 404) return relayUpstreamError(context, deps, provider, upstream)
   deps.repositories.batches.markPurged(row.id, Date.now())
   return json(context, deps, 200, { id: row.id, object: 'batch', deleted: true })
 }

@@ -14,7 +14,7 @@ import { RouterError } from '../errors/router-error'
 import { readAnswer } from '../gateways/client'
 import type { RequestContext } from '../pipeline/context'
 import { applySteering } from '../pipeline/prepare-chat'
-import { finishWith, logRequest } from '../pipeline/finish'
+import { finishClientClosed, finishJson } from '../pipeline/finish'
 import { appendSteering } from '../pipeline/responses'
 import { setRoutingHeaders } from '../pipeline/respond'
 import type { InferenceDeps } from '../pipeline/types'
@@ -235,7 +235,7 @@ export async function submitBatch(context: RequestContext, request: Request, dep
     context.upstreamWaitMs += performance.now() - started
     if (!upstream.ok) {
       deps.repositories.batches.discard(batchId)
-      return finishWith(context, deps, relayUpstreamError(context, target.provider, upstream), `upstream_${upstream.status}`)
+      return relayUpstreamError(context, deps, target.provider, upstream)
     }
     let confirmed: Record<string, unknown> | undefined
     try {
@@ -253,9 +253,8 @@ export async function submitBatch(context: RequestContext, request: Request, dep
     const progress = progressFromUpstream(confirmed, Date.now(), sent)
     deps.repositories.batches.confirm(batchId, confirmed.id as string, progress)
     const row = deps.repositories.batches.get(batchId)!
-    context.headers['content-type'] = 'application/json'
     // SPEC: the submit answers 202 with the batch in `validating` (queued, not finished).
-    return finishWith(context, deps, new Response(JSON.stringify(presentBatch(row, { status: 'validating' })), { status: 202, headers: context.responseHeaders() }))
+    return finishJson(context, deps, 202, presentBatch(row, { status: 'validating' }))
   } catch (error) {
     clearTimeout(confirmTimer)
     reader.cancel().catch(() => {})
@@ -271,9 +270,7 @@ export async function submitBatch(context: RequestContext, request: Request, dep
     if (request.signal.aborted) {
       // The client hung up mid-upload: the upload was aborted with it, nothing was submitted.
       deps.repositories.batches.discard(batchId)
-      context.readyAt = performance.now()
-      logRequest(context, deps, 499, 'client_closed')
-      return new Response(null, { status: 499 })
+      return finishClientClosed(context, deps)
     }
     // The connection to the gateway failed. If the whole body went out, the gateway may have it.
     if (uploaded) {

@@ -5,17 +5,18 @@
  */
 import type { GatewayAnswer } from '../gateways/client'
 import type { RequestContext } from '../pipeline/context'
+import { finishJson } from '../pipeline/finish'
 import { setRoutingHeaders } from '../pipeline/respond'
+import type { InferenceDeps } from '../pipeline/types'
 import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 
 const errorTypeFor = (status: number) =>
   status === 401 || status === 403 ? 'authentication_error' : status === 402 ? 'payment_required' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'api_error' : 'invalid_request_error'
 
-/** The gateway's refusal in the chat envelope (`answer` is the client's scrubbed read of it). */
-export function relayUpstreamError(context: RequestContext, provider: ProviderEntry, answer: GatewayAnswer): Response {
+/** The gateway's refusal answered in the chat envelope (`answer` is the upstream client's scrubbed read of it). */
+export function relayUpstreamError(context: RequestContext, deps: InferenceDeps, provider: ProviderEntry, answer: GatewayAnswer): Response {
   const upstream = answer
   setRoutingHeaders(context, provider.gateway.id, [], answer.headers, provider.secret)
-  context.headers['content-type'] = 'application/json'
   const scrubbed = answer.text
   let parsed: unknown
   try {
@@ -32,5 +33,5 @@ export function relayUpstreamError(context: RequestContext, provider: ProviderEn
     const message = typeof error === 'string' ? error : scrubbed.trim().slice(0, 500) || `The gateway ${provider.gateway.id} answered ${upstream.status}.`
     body = { error: { message, type: errorTypeFor(upstream.status), code: upstream.status } }
   }
-  return new Response(JSON.stringify(body), { status: upstream.status, headers: context.responseHeaders() })
+  return finishJson(context, deps, upstream.status, body, `upstream_${upstream.status}`)
 }

@@ -1,20 +1,27 @@
 /**
- * The one answer path of the chat-like endpoints (/chat/completions, /responses, /messages,
- * :generateContent): a client dialect is one object (ClientDialect), and one generic handler runs
- * it — parse → start the enrichment stages that apply → routed call(s) → answer:
+ * The one answer path of every routed inference endpoint (/chat/completions, /embeddings,
+ * /responses and its retrieval, /messages, :generateContent, /decisions). A client dialect is one
+ * object (ClientDialect) and one handler runs it: parse → the key's pre-routing hooks → its
+ * enrichment stages → the routed call → the answer, which is finished in pipeline/finish.ts.
  *
- * - no stage applies (a plain key): the dialect's byte pass-through where the upstream speaks the
- *   client's dialect, else the upstream answer decoded and encoded in the client's dialect;
- * - stages apply: decode → stages → encode over the stream-parts vocabulary, buffered or streamed
- *   alike. A tool-offering stage (MCP tools) makes the answer a loop of model rounds: when a round's
- *   tool calls are all the stages' own, they are run, the round is appended and the model is called
- *   again (at most 8 rounds, each a routed call that can fail over). The client sees one answer:
- *   the prose of every round in order, streamed as it comes, no server-run tool calls, usage summed.
- *   Attaching stages (companion ads, keyterm links) add their fields to a successful answer: beside
- *   a buffered answer, on the last event of a stream (held until they are in, within their limits).
+ * What applies is the key's compiled pipeline (stages/registry.ts), decided when its read-model
+ * entry was built:
+ * - nothing (a plain key), and the upstream answered in the client's own kind: the bytes pass
+ *   through (a buffered answer as it came, a stream record by record once checked), or the
+ *   dialect's own pass-through where it must rewrite something (Responses ids);
+ * - otherwise decode → stages → encode over the stream-parts vocabulary, buffered or streamed
+ *   alike. A reply in another dialect (a messages client on a chat gateway, a chat client on the
+ *   responses-only gateway kind) is decoded and encoded once.
+ *
+ * Stages: a tool-offering stage (MCP tools) makes the answer a loop of model rounds: when a round's
+ * tool calls are all the stages' own, they are run, the round is appended and the model is called
+ * again (at most 8 rounds, each a routed call that can fail over). The client sees one answer: the
+ * prose of every round in order, streamed as it comes, no server-run tool calls, usage summed.
+ * Attaching stages (companion ads, keyterm links) add their fields to a successful answer: beside a
+ * buffered answer, on the last event of a stream (held until they are in, within their limits).
  *
  * An upstream error, a failed run and a reply the translator cannot map are answered here too, in
- * the key's envelope; no dialect finishes an answer on its own.
+ * the key's envelope.
  */
 import { RouterError } from '../errors/router-error'
 import { upstreamErrorBody } from '../errors/render'
@@ -29,13 +36,13 @@ import { clientToolNames, extendChatBody, extendResponsesBody, type FinishedRoun
 import { scrubSecret } from '../gateways/scrub-secret'
 import { upstreamMessage } from './classify-failure'
 import type { RequestContext } from './context'
-import { failWith, finishFailedRun, finishWith, recordServingAttempt, trackStream } from './finish'
+import { failWith, finishAnswer, finishFailedRun, finishJson, finishStream, recordServingAttempt, type StreamEnded } from './finish'
 import type { Operation, PlannedAttempt } from './plan-route'
+import { readUsage, readUsageFromBody, relayChatStream } from './respond'
 import { runRoutedCall, type RoutedCallInput, type UpstreamCall } from './routed-call'
 import type { RunResult } from './run-attempts'
-import { applicableStages, startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type StageSiblings, type ToolCallRequest } from './stages/registry'
+import { startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type RoutePreference, type StageSiblings, type ToolCallRequest } from './stages/registry'
 import type { EndpointHandler, InferenceDeps, InferenceRoute } from './types'
-import { decide, decisionerApplies } from './decisioner'
 
 export type SuccessResult = Extract<RunResult, { kind: 'success' }>
 export type RelayResult = Extract<RunResult, { kind: 'relay' }>
@@ -52,6 +59,8 @@ export interface ParsedRequest {
   upstreamBody: Record<string, unknown>
   /** A pinned Responses chain: only this provider key, no remaps. */
   pinnedProviderKeyId?: string
+  /** The one step to run, instead of a plan (a call pinned to the provider key that holds a response: retrieval). */
+  pinnedStep?: PlannedAttempt
   /** `ad_request` and `link_request`, taken out of the body for the stages. */
   siblings: StageSiblings
 }
@@ -67,39 +76,43 @@ export interface Served {
   replyKind: ReplyKind
 }
 
-/** A client dialect: everything that differs between the chat-like endpoints, and nothing else. */
+/** Fields the stages attach to a stream's last event, fetched once its text is known. */
+export type Attach = (text: string) => Promise<Record<string, unknown> | undefined>
+
+/** A client dialect: everything that differs between the endpoints of the answer path, and nothing else. */
 export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
   readonly name: string
+  /**
+   * The kind of upstream reply the client speaks (chat completions, embeddings lists, decisions,
+   * Responses): such a reply, unchanged by any stage, is passed through. Undefined: always translated.
+   */
+  readonly replyKind: ReplyKind | undefined
+  /** The pass-through sends the upstream's bytes unparsed (a buffered reply is only scanned). */
+  readonly relaysBytes: boolean
+  /** The key's pre-routing hooks and enrichment stages act on this endpoint's answers. */
+  readonly enriched: boolean
   /** Reads and checks the client's body (errors are RouterErrors); sets the context's model, stream and logged body. */
   parse(context: RequestContext, request: Request, route: InferenceRoute, deps: InferenceDeps): Promise<P>
   /** One attempt's upstream call (its model spelling is `step.model`). */
   toUpstream(step: PlannedAttempt, parsed: P): UpstreamCall
-  /** A buffered 2xx goes to the client as its bytes (scanned, not parsed) when no stage applies. */
-  readonly relaysReply: boolean
-  /** An upstream error that is not retried, answered in the dialect's envelope. */
-  errorEnvelope(context: RequestContext, deps: InferenceDeps, result: RelayResult, parsed: P): Response
+  /** A further check of a parsed buffered reply: a problem fails the attempt over (decisions). */
+  accept?(value: unknown, parsed: P): string | undefined
+  /** Every upstream error is relayed as it came, none failed over (retrieval, pinned to one provider key). */
+  readonly relaysErrors?: boolean
+  /** An upstream error that is not retried, answered in the dialect's envelope (default: relayed as it came). */
+  errorEnvelope?(context: RequestContext, deps: InferenceDeps, result: RelayResult, parsed: P): Response
   /**
-   * The answer when the upstream speaks the client's dialect and nothing was changed in it (no stage
-   * applies, or a tool loop's first round ended without a server tool call): bytes passed through.
-   * `hiddenTools`: tools the service offered, not echoed back; `extras`: fields the stages attach,
-   * top-level siblings of a buffered answer; `attach`: on a stream, fetches them for the last event
-   * (a dialect that cannot place them on its relayed stream answers undefined). Undefined: translate.
+   * The dialect's own pass-through of a reply in its kind (default: the bytes relayed). `hiddenTools`:
+   * tools the service offered, not echoed back; `extras`: fields the stages attach, top-level siblings
+   * of a buffered answer; `attach`: on a stream, fetches them for the last event. Undefined: translate.
    */
-  passThrough?(
-    context: RequestContext,
-    deps: InferenceDeps,
-    result: SuccessResult,
-    parsed: P,
-    hiddenTools?: ToolNames,
-    extras?: Record<string, unknown>,
-    attach?: (text: string) => Promise<Record<string, unknown> | undefined>,
-  ): Response | undefined
+  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P, hiddenTools?: ToolNames, extras?: Record<string, unknown>, attach?: Attach): Response | Promise<Response> | undefined
   /** Called with the attempt that answers, before anything of the answer is written (headers that name it). */
   served?(context: RequestContext, served: Served): void
-  /** The buffered reply in the dialect (may throw UntranslatableReply). */
-  writeReply(context: RequestContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown
-  /** Stream parts → the dialect's SSE. */
-  encodeStream(context: RequestContext, deps: InferenceDeps, parsed: P, served: Served): TransformStream<StreamPart, Uint8Array>
+  /** The buffered reply in the dialect (may throw UntranslatableReply); required unless every reply passes through. */
+  writeReply?(context: RequestContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown
+  /** Stream parts → the dialect's SSE; required unless every reply passes through. */
+  encodeStream?(context: RequestContext, deps: InferenceDeps, parsed: P, served: Served): TransformStream<StreamPart, Uint8Array>
 }
 
 /** The most model calls one answer makes (CONTRACT §7). */
@@ -107,54 +120,96 @@ export const maxModelRounds = 8
 /** Between the prose of two rounds. */
 const roundSeparator = '\n\n'
 
-/** The one handler of every chat-like endpoint, for a dialect. */
+/** The one handler of every endpoint of the answer path, for a dialect. */
 export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P>): EndpointHandler {
   return async (context, request, route, deps) => {
     const parsed = await dialect.parse(context, request, route, deps)
     context.mark('body')
-    // The decisioner picks the target tried first (and maybe the model) before the rule runs.
-    const decision = decisionerApplies(context, deps) ? await decide(context, deps, parsed.model, parsed.pinnedProviderKeyId !== undefined) : undefined
-    if (decision) {
-      context.headers['x-router-decisioner'] = decision.header
-      context.decision = { header: decision.header, ...(decision.callMs !== undefined ? { ms: decision.callMs } : {}) }
-      context.enrichment = JSON.stringify({ decisioner: context.decision })
+    const pipeline = context.key!.pipeline
+    let preference: RoutePreference | undefined
+    let enrichment: Enrichment | undefined
+    // A plain key's request skips all of it: its pipeline was compiled empty.
+    if (dialect.enriched && !pipeline.plain) {
+      for (const hook of pipeline.hooks) preference = (await hook.run(context, deps, { model: parsed.model, pinned: parsed.pinnedProviderKeyId !== undefined })) ?? preference
+      if (pipeline.stages.length > 0) enrichment = await Enrichment.start(context, deps, parsed, pipeline.stages, request.signal)
     }
-    const stages = applicableStages(context, deps)
-    const enrichment = stages ? await Enrichment.start(context, deps, parsed, stages, request.signal) : undefined
     const input: RoutedCallInput = {
       operation: parsed.operation,
       requestFor: enrichment ? (step) => enrichment.extend(dialect.toUpstream(step, parsed)) : (step) => dialect.toUpstream(step, parsed),
       model: parsed.model,
-      preferProviderKeyId: decision?.providerKeyId,
-      preferModel: decision?.model,
+      preference,
       stream: parsed.stream,
       incomingHeaders: request.headers,
       clientSignal: request.signal,
       pinnedProviderKeyId: parsed.pinnedProviderKeyId,
-      relaysReply: enrichment === undefined && dialect.relaysReply,
+      steps: parsed.pinnedStep ? [parsed.pinnedStep] : undefined,
+      relayKind: enrichment === undefined && dialect.relaysBytes ? dialect.replyKind : undefined,
+      relaysErrors: dialect.relaysErrors,
+      accept: dialect.accept ? (value) => dialect.accept!(value, parsed) : undefined,
     }
     const result = await runRoutedCall(context, deps, input)
     if (result.kind === 'failed') return finishFailedRun(context, deps, result)
-    if (result.kind === 'relay') return dialect.errorEnvelope(context, deps, result, parsed)
-    if (!enrichment) {
-      const passed = dialect.passThrough?.(context, deps, result, parsed)
-      if (passed) return passed
-    } else if (result.stream && !enrichment.offersTools) {
-      // Only fields to attach: the stream can stay the gateway's own where the dialect places them on it.
-      const passed = dialect.passThrough?.(context, deps, result, parsed, undefined, undefined, (text) => enrichment.attach(text))
-      if (passed) return passed
+    if (result.kind === 'relay') return dialect.errorEnvelope ? dialect.errorEnvelope(context, deps, result, parsed) : relayUpstreamError(context, deps, result)
+    if (result.replyKind === dialect.replyKind) {
+      // The upstream answered in the client's own kind: passed through unless a stage must change it.
+      const passThrough = dialect.passThrough ?? relayReply
+      if (!enrichment) {
+        const passed = await passThrough(context, deps, result, parsed)
+        if (passed) return passed
+      } else if (result.stream && !enrichment.offersTools) {
+        // Only fields to attach: the stream can stay the gateway's own where the dialect places them on it.
+        const passed = await passThrough(context, deps, result, parsed, undefined, undefined, (text) => enrichment.attach(text))
+        if (passed) return passed
+      }
     }
     const answering: Answering<P> = { context, deps, dialect, parsed, enrichment, input }
     return result.stream ? streamedAnswer(answering, result) : bufferedAnswer(answering, result)
   }
 }
 
+/** A gateway's error relayed as it came (body and headers are the scrubbed copies run-attempts made). */
+export function relayUpstreamError(context: RequestContext, deps: InferenceDeps, result: RelayResult): Response {
+  recordServingAttempt(context, result)
+  return finishAnswer(context, deps, result.status, result.body, result.headers.get('content-type') ?? 'application/json', `upstream_${result.status}`)
+}
+
 /** An upstream error re-enveloped in a translating dialect's envelope (the gateway's message kept). */
 export function reenvelopedError(context: RequestContext, deps: InferenceDeps, result: RelayResult): Response {
   recordServingAttempt(context, result)
   const message = upstreamMessage(result.body) ?? `The gateway answered HTTP ${result.status}.`
-  context.headers['content-type'] = 'application/json'
-  return finishWith(context, deps, new Response(JSON.stringify(upstreamErrorBody(context.envelope, result.status, message)), { status: result.status, headers: context.responseHeaders() }), `upstream_${result.status}`)
+  return finishJson(context, deps, result.status, upstreamErrorBody(context.envelope, result.status, message), `upstream_${result.status}`)
+}
+
+/**
+ * The default pass-through: the upstream's own answer to the client. A buffered answer's checked bytes
+ * (or, with `extras` to attach, its parsed object written again with them beside it); a stream piped
+ * record by record once each is whole and checked. A relayed chat stream has no place to hold its
+ * last chunk for attached fields, so such a stream is decoded and encoded instead (undefined).
+ */
+export function relayReply(context: RequestContext, deps: InferenceDeps, result: SuccessResult, _parsed?: unknown, _hidden?: ToolNames, extras?: Record<string, unknown>, attach?: Attach): Response | undefined {
+  if (attach) return undefined
+  recordServingAttempt(context, result)
+  const upstream = result.response
+  // Success answers carry our own content type: the body was checked to be JSON or an event stream.
+  if (extras && !result.stream && result.value !== undefined) {
+    readUsage((result.value as { usage?: unknown }).usage, context)
+    return finishJson(context, deps, upstream.status, { ...(result.value as object), ...extras })
+  }
+  if (!result.stream) {
+    const body = result.body ?? new ArrayBuffer(0)
+    if (result.value === undefined) readUsageFromBody(body, context)
+    else readUsage((result.value as { usage?: unknown }).usage, context)
+    return finishAnswer(context, deps, upstream.status, body, 'application/json')
+  }
+  const started = result.stream
+  return finishStream(context, deps, upstream.status, (ended) =>
+    relayChatStream(started, result.controller, (end) => {
+      // Usage for what was served, from the same records the relay checked.
+      readUsage(started.records.usage, context)
+      if (end.clientClosed) ended(499, 'client_closed')
+      else ended(upstream.status, end.complete ? undefined : 'stream_aborted')
+    }),
+  )
 }
 
 /**
@@ -235,10 +290,10 @@ class Enrichment {
       const hangUp = this.listen(this.clientSignal)
       for (const stage of this.stages) stage.begin?.(hangUp)
     }
-    if (this.tools.length === 0) return call
+    if (this.tools.length === 0 || call.body === undefined) return call
     const last = this.round >= maxModelRounds
-    const body = call.suffix === '/responses' ? extendResponsesBody(call.body, this.tools, this.finished, last) : extendChatBody(call.body, this.tools, this.finished, last)
-    return { suffix: call.suffix, body }
+    const body = call.path === '/responses' ? extendResponsesBody(call.body, this.tools, this.finished, last) : extendChatBody(call.body, this.tools, this.finished, last)
+    return { path: call.path, body }
   }
 
   /** Whether every one of these calls (some) is to a tool the stages run. */
@@ -361,7 +416,7 @@ async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect,
       before = before ? mergeRounds(before, round) : round
       const next = await enrichment.nextRound(reply.text, reply.toolCalls, input)
       if (next.kind === 'failed') return finishFailedRun(context, deps, next)
-      if (next.kind === 'relay') return dialect.errorEnvelope(context, deps, next, parsed)
+      if (next.kind === 'relay') return dialect.errorEnvelope ? dialect.errorEnvelope(context, deps, next, parsed) : relayUpstreamError(context, deps, next)
       result = next
       continue
     }
@@ -371,7 +426,7 @@ async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect,
     // without a plug-in call.
     let body: unknown
     try {
-      body = dialect.writeReply(context, deps, answer, parsed, served)
+      body = writeReply(dialect, context, deps, answer, parsed, served)
     } catch (error) {
       return untranslatable(context, deps, result, error)
     }
@@ -379,14 +434,13 @@ async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect,
     // A first round that called no server tool is the upstream's answer as it came: passed through
     // where the client speaks the upstream's dialect (what a translation would lose, kept), with the
     // attached fields beside it. (The last round's stray calls come after earlier rounds: never here.)
-    if (!before && enrichment && dialect.passThrough) {
-      const passed = dialect.passThrough(context, deps, result, parsed, enrichment.offeredNames, extras)
+    if (!before && enrichment && result.replyKind === dialect.replyKind) {
+      const passed = await (dialect.passThrough ?? relayReply)(context, deps, result, parsed, enrichment.offeredNames, extras)
       if (passed) return passed
     }
-    context.headers['content-type'] = 'application/json'
     // Attached fields are top-level siblings of the answer object (CONTRACT §7).
     if (extras && typeof body === 'object' && body !== null) body = { ...body, ...extras }
-    return finishWith(context, deps, new Response(JSON.stringify(body), { status: 200, headers: context.responseHeaders() }))
+    return finishJson(context, deps, 200, body)
   }
 }
 
@@ -396,7 +450,7 @@ function roundParts(result: SuccessResult, onCancel: (() => void) | undefined): 
 }
 
 /** Watches parts for usage and the end of the stream (for the log), passing them on unchanged. */
-function tapParts(context: RequestContext, end: (status: number, code: string | undefined) => void): TransformStream<StreamPart, StreamPart> {
+function tapParts(context: RequestContext, end: StreamEnded): TransformStream<StreamPart, StreamPart> {
   let ended = false
   return new TransformStream<StreamPart, StreamPart>({
     transform(part, controller) {
@@ -423,17 +477,23 @@ function streamedAnswer<P extends ParsedRequest>({ context, deps, dialect, parse
   recordServingAttempt(context, first)
   const served = { step: first.step, replyKind: first.replyKind }
   dialect.served?.(context, served)
+  if (!dialect.encodeStream) throw new Error(`The ${dialect.name} dialect has no stream encoder for a ${first.replyKind} reply.`)
   const encode = dialect.encodeStream(context, deps, parsed, served)
-  const end = trackStream(context, deps)
-  const parts = enrichment
-    ? enrichedParts(context, deps, first, enrichment, input, end)
-    : roundParts(first, () => {
-        first.controller.abort('client-closed')
-        end(499, 'client_closed')
-      })
-  context.headers['content-type'] = 'text/event-stream; charset=utf-8'
-  context.headers['cache-control'] = 'no-cache'
-  return new Response(parts.pipeThrough(tapParts(context, end)).pipeThrough(encode), { status: 200, headers: context.responseHeaders() })
+  return finishStream(context, deps, 200, (end) => {
+    const parts = enrichment
+      ? enrichedParts(context, deps, first, enrichment, input, end)
+      : roundParts(first, () => {
+          first.controller.abort('client-closed')
+          end(499, 'client_closed')
+        })
+    return parts.pipeThrough(tapParts(context, end)).pipeThrough(encode)
+  })
+}
+
+/** The buffered reply in the client's dialect (a dialect without a writer takes only its own kind of reply). */
+function writeReply<P extends ParsedRequest>(dialect: ClientDialect<P>, context: RequestContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown {
+  if (!dialect.writeReply) throw new UntranslatableReply(`a ${served.replyKind} reply cannot be written as ${dialect.name}`)
+  return dialect.writeReply(context, deps, reply, parsed, served)
 }
 
 /** The error part a stream ends with when its next round cannot start (SPEC: `deadline_exceeded` past the deadline). */
@@ -449,7 +509,7 @@ function roundFailure(result: Exclude<RunResult, { kind: 'success' }>): StreamPa
  * `start`, one `finish` with the usage of every round and the attached fields (the finish waits for
  * them). A failure inside ends the stream with an `error` part, never a broken pipe.
  */
-function enrichedParts(context: RequestContext, deps: InferenceDeps, first: SuccessResult, loop: Enrichment, input: RoutedCallInput, end: (status: number, code: string | undefined) => void): ReadableStream<StreamPart> {
+function enrichedParts(context: RequestContext, deps: InferenceDeps, first: SuccessResult, loop: Enrichment, input: RoutedCallInput, end: StreamEnded): ReadableStream<StreamPart> {
   let current = first
   let reader = roundParts(current, undefined).getReader()
   let cancelled = false

@@ -7,10 +7,10 @@
  * fails over like an unusable reply).
  */
 import { RouterError } from '../errors/router-error'
-import type { EndpointHandler } from './types'
+import type { ClientDialect, ParsedRequest } from './answer'
 import { requireModel } from './prepare-chat'
 import { isObject, readJsonBody } from './read-body'
-import { answerChatDialect, runRoutedCall, sameBody } from './routed-call'
+import { upstreamCall } from './routed-call'
 
 export type QuestionType = 'choice' | 'boolean' | 'number'
 
@@ -108,20 +108,25 @@ export function checkDecisionAnswer(value: unknown, questions: readonly Decision
   return undefined
 }
 
-export const handleDecisions: EndpointHandler = async (context, request, _route, deps) => {
-  const { bytes, text, value } = await readJsonBody(request)
-  const { model, questions } = validateDecisionRequest(value)
-  context.requestBody = text
-  context.model = model
-  context.mark('body')
-  const result = await runRoutedCall(context, deps, {
-    operation: 'decisions',
-    requestFor: sameBody('/decisions', value as Record<string, unknown>, bytes),
-    model,
-    stream: false,
-    incomingHeaders: request.headers,
-    clientSignal: request.signal,
-    accept: (answer) => checkDecisionAnswer(answer, questions),
-  })
-  return answerChatDialect(context, deps, result)
+interface DecisionsRequest extends ParsedRequest {
+  raw: Uint8Array<ArrayBuffer>
+  questions: DecisionQuestion[]
+}
+
+/** POST /decisions: the gateway's answer is relayed as it came once it is checked to answer the questions. */
+export const decisionsDialect: ClientDialect<DecisionsRequest> = {
+  name: 'decisions',
+  replyKind: 'decision',
+  // Parsed, not only scanned: `accept` checks what it answers.
+  relaysBytes: false,
+  enriched: false,
+  async parse(context, request) {
+    const { bytes, text, value } = await readJsonBody(request)
+    const { model, questions } = validateDecisionRequest(value)
+    context.requestBody = text
+    context.model = model
+    return { model, stream: false, operation: 'decisions', upstreamBody: value as Record<string, unknown>, raw: bytes, questions, siblings: { adRequest: undefined, linkRequest: undefined } }
+  },
+  toUpstream: (step, parsed) => upstreamCall('/decisions', step, parsed.upstreamBody, parsed.raw),
+  accept: (answer, parsed) => checkDecisionAnswer(answer, parsed.questions),
 }

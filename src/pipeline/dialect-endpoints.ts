@@ -1,7 +1,8 @@
 /**
  * The client dialects that pivot on chat (pipeline/answer.ts runs them): POST /chat/completions
- * (its own dialect: bytes pass through), POST /messages and POST /models/{model}:generateContent
- * (translated to chat and back); and POST /messages/count_tokens, which routes nothing.
+ * and POST /embeddings (their own dialects: bytes pass through), POST /messages and POST
+ * /models/{model}:generateContent (translated to chat and back); and POST /messages/count_tokens,
+ * which routes nothing.
  */
 import { RouterError } from '../errors/router-error'
 import { messagesToChat, validateMessagesBody } from '../dialects/messages/convert-request'
@@ -12,17 +13,17 @@ import { contentToChat, validateContentBody } from '../dialects/content/convert-
 import { writeGenerateContentResponse } from '../dialects/content/convert-response'
 import { writeChatCompletion } from '../dialects/chat/convert-response'
 import { encodeChatStream } from '../dialects/chat/encode-stream'
-import { finishWith } from './finish'
+import { finishJson } from './finish'
 import type { EndpointHandler } from './types'
 import type { RequestContext } from './context'
 import { applySteering, requireModel, siblingsOf, stripRouterFields, validateChatBody } from './prepare-chat'
-import { parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
-import { passChatThrough, relayUpstreamError, upstreamCall } from './routed-call'
+import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
+import { upstreamCall } from './routed-call'
 import { reenvelopedError, type ClientDialect, type ParsedRequest } from './answer'
+import type { StageSiblings } from './stages/registry'
 
-function steeringOf(context: RequestContext) {
-  return context.key!.steeringMessage ?? context.workspace?.steeringMessage
-}
+/** The key's steering message, as its compiled pipeline resolved it (the key's, else its workspace's). */
+const steeringOf = (context: RequestContext) => context.key!.pipeline.steering
 
 interface ChatRequest extends ParsedRequest {
   /** The client's bytes, when they can go upstream unchanged (nothing added or removed). */
@@ -31,6 +32,9 @@ interface ChatRequest extends ParsedRequest {
 
 export const chatDialect: ClientDialect<ChatRequest> = {
   name: 'chat',
+  replyKind: 'chat',
+  relaysBytes: true,
+  enriched: true,
   async parse(context, request) {
     const { bytes, text, value } = parseJsonBody(await readBodyBytes(request))
     const body = validateChatBody(value)
@@ -41,14 +45,34 @@ export const chatDialect: ClientDialect<ChatRequest> = {
     return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: prepared, raw: prepared === body ? bytes : undefined, siblings: siblingsOf(body) }
   },
   toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody, parsed.raw),
-  relaysReply: true,
-  errorEnvelope: (context, deps, result) => relayUpstreamError(context, deps, result),
-  // The responses-only gateway kind answers chat too (gateways/responses-only.ts): always the client's dialect.
-  // A relayed chat stream is passed on record by record as checked: it has no place to hold its last
-  // chunk for attached fields, so such a stream is decoded and encoded instead (undefined).
-  passThrough: (context, deps, result, _parsed, _hidden, extras, attach) => (attach ? undefined : passChatThrough(context, deps, result, extras)),
-  writeReply: (_context, _deps, reply) => writeChatCompletion(reply),
+  // Reached for a reply in another kind (the responses-only gateway kind), or one the stages changed.
+  writeReply: (_context, _deps, reply, _parsed, served) =>
+    writeChatCompletion(served.replyKind === 'response' ? { ...reply, id: reply.id ? `chatcmpl-${reply.id}` : `chatcmpl-${crypto.randomUUID()}`, model: reply.model || served.step.model } : reply),
   encodeStream: (context, _deps, parsed) => encodeChatStream({ id: `chatcmpl-${context.requestId}`, model: parsed.model }),
+}
+
+const noSiblings: StageSiblings = Object.freeze({ adRequest: undefined, linkRequest: undefined })
+
+interface EmbeddingsRequest extends ParsedRequest {
+  raw: Uint8Array<ArrayBuffer>
+}
+
+/** POST /embeddings: routed like chat and relayed as the gateway's bytes; no stage acts on it. */
+export const embeddingsDialect: ClientDialect<EmbeddingsRequest> = {
+  name: 'embeddings',
+  replyKind: 'embeddings',
+  relaysBytes: true,
+  enriched: false,
+  async parse(context, request) {
+    const { bytes, text, value } = await readJsonBody(request)
+    if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
+    const model = requireModel(value.model)
+    if (value.input === undefined || value.input === null) throw new RouterError('invalid_request', 'The request body needs `input`.')
+    context.requestBody = text
+    context.model = model
+    return { model, stream: false, operation: 'embeddings', upstreamBody: value, raw: bytes, siblings: noSiblings }
+  },
+  toUpstream: (step, parsed) => upstreamCall('/embeddings', step, parsed.upstreamBody, parsed.raw),
 }
 
 interface MessagesRequest extends ParsedRequest {
@@ -66,8 +90,10 @@ export const messagesDialect: ClientDialect<MessagesRequest> = {
     const chat = applySteering(messagesToChat(body), steeringOf(context))
     return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: chat, stopSequences: body.stop_sequences as string[] | undefined, siblings: siblingsOf(body) }
   },
+  replyKind: undefined,
+  relaysBytes: false,
+  enriched: true,
   toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody),
-  relaysReply: false,
   errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
   writeReply: (_context, _deps, reply, parsed) => writeMessage(reply, parsed.model, parsed.stopSequences),
   encodeStream: (_context, _deps, parsed) => encodeMessagesStream(parsed.model, parsed.stopSequences),
@@ -84,8 +110,10 @@ export const contentDialect: ClientDialect = {
     const chat = applySteering(contentToChat(body, model), steeringOf(context))
     return { model, stream: false, operation: 'chat', upstreamBody: chat, siblings: siblingsOf(body) }
   },
+  replyKind: undefined,
+  relaysBytes: false,
+  enriched: true,
   toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody),
-  relaysReply: false,
   errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
   writeReply: (_context, _deps, reply, parsed) => writeGenerateContentResponse(reply, parsed.model),
   // The content shape has no streaming (SPEC): :streamGenerateContent is refused before any call.
@@ -99,9 +127,7 @@ export const handleCountTokens: EndpointHandler = async (context, request, _rout
   const body = validateMessagesBody(value)
   context.model = body.model
   context.headers['x-router-count-tokens'] = 'estimate'
-  context.headers['content-type'] = 'application/json'
-  const inputTokens = estimateInputTokens(body, steeringOf(context))
-  return finishWith(context, deps, new Response(JSON.stringify({ input_tokens: inputTokens }), { status: 200, headers: context.responseHeaders() }))
+  return finishJson(context, deps, 200, { input_tokens: estimateInputTokens(body, steeringOf(context)) })
 }
 
 export const handleStreamGenerateContent: EndpointHandler = async () => {

@@ -1,16 +1,46 @@
-/** Ending a request: the log row, the metrics and the response (errors in the key's envelope). */
+/**
+ * The one place an inference answer is finished: its status, headers (the routing headers gathered on
+ * the request, X-Router-Attempts as it stands, the content type), its body or stream, the metrics
+ * and the request-log row. Every /v1 answer of the pipeline is made by a function of this file,
+ * errors included; nothing else builds one.
+ */
 import { RouterError } from '../errors/router-error'
 import type { RequestContext } from './context'
-import { errorResponse } from '../errors/render'
-import { renderError, setRoutingHeaders } from './respond'
+import { errorBody, errorResponse } from '../errors/render'
+import { setRoutingHeaders } from './respond'
 import type { RunResult } from './run-attempts'
 import type { InferenceDeps } from './types'
 
-/** Finishes a request that ends before or without a routed call: log row, metrics, response. */
-export function finishWith(context: RequestContext, deps: InferenceDeps, response: Response, errorCode?: string): Response {
+const jsonType = 'application/json'
+
+/** A buffered answer: `body` as it is (bytes, or text), with its content type. */
+export function finishAnswer(context: RequestContext, deps: InferenceDeps, status: number, body: BodyInit | null, contentType: string, errorCode?: string): Response {
   context.readyAt ??= performance.now()
-  logRequest(context, deps, response.status, errorCode)
+  context.headers['content-type'] = contentType
+  // The headers are handed over before the log takes the request's state (RequestContext.finish).
+  const response = new Response(body, { status, headers: context.responseHeaders() })
+  logRequest(context, deps, status, errorCode)
   return response
+}
+
+/** A buffered JSON answer. */
+export function finishJson(context: RequestContext, deps: InferenceDeps, status: number, value: unknown, errorCode?: string): Response {
+  return finishAnswer(context, deps, status, JSON.stringify(value), jsonType, errorCode)
+}
+
+/** How a streamed answer ended, for its log row: logged once, whichever end comes first. */
+export type StreamEnded = (status: number, code: string | undefined) => void
+
+/**
+ * A streamed answer: the response (SSE headers) goes out now; the stream `body` makes is given the
+ * function that logs its end (the row is written when the stream ends, with the usage it carried).
+ */
+export function finishStream(context: RequestContext, deps: InferenceDeps, status: number, body: (ended: StreamEnded) => ReadableStream<Uint8Array>): Response {
+  const ended = trackStream(context, deps)
+  const stream = body(ended)
+  context.headers['content-type'] = 'text/event-stream; charset=utf-8'
+  context.headers['cache-control'] = 'no-cache'
+  return new Response(stream, { status, headers: context.responseHeaders() })
 }
 
 export function logRequest(context: RequestContext, deps: InferenceDeps, status: number, errorCode: string | undefined) {
@@ -27,45 +57,51 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
   deps.logQueue.push(context)
 }
 
-/** The last-resort answer when answering an error itself failed: a 500 in the chat envelope, logged. */
+/** The last-resort answer when answering an error itself failed: a 500 in the chat envelope, logged (no request state to finish). */
 export function internalError(deps: Pick<InferenceDeps, 'logger'>, error: unknown, event = 'proxy_request_failed'): Response {
   deps.logger.error(event, { error: error instanceof Error ? error.message : String(error) })
   return errorResponse('chat', new RouterError('internal'), { 'x-router-request-id': crypto.randomUUID(), 'x-router-attempts': '0' })
 }
 
+/** An error in the key's envelope (an error that is not a RouterError is logged and answered 500 internal). */
 export function failWith(context: RequestContext, deps: InferenceDeps, error: unknown): Response {
   const routerError =
     error instanceof RouterError
       ? error
       : (deps.logger.error('inference_failed', { request_id: context.requestId, error: error instanceof Error ? error.message : String(error) }),
         new RouterError('internal'))
-  return finishWith(context, deps, renderError(context, routerError), routerError.code === 'all_targets_failed_402' ? 'all_targets_failed' : routerError.code)
+  if (routerError.extraHeaders) for (const name in routerError.extraHeaders) context.headers[name.toLowerCase()] = routerError.extraHeaders[name]!
+  return finishJson(context, deps, routerError.status, errorBody(context.envelope, routerError), routerError.code === 'all_targets_failed_402' ? 'all_targets_failed' : routerError.code)
 }
 
 /** A run that ended without an answer: a client hang-up (logged 499, nothing sent) or the final error. */
 export function finishFailedRun(context: RequestContext, deps: InferenceDeps, result: Extract<RunResult, { kind: 'failed' }>): Response {
-  if (result.clientClosed) {
-    context.readyAt = performance.now()
-    logRequest(context, deps, 499, 'client_closed')
-    return new Response(null, { status: 499 })
-  }
+  if (result.clientClosed) return finishClientClosed(context, deps)
   // A failure's headers are already the scrubbed, relayable copy (run-attempts).
   setRoutingHeaders(context, undefined, result.failures, result.failures.at(-1)?.headers, undefined)
   return failWith(context, deps, result.error)
+}
+
+/** The client hung up before an answer: nothing is sent (the 499 is for the log and the metrics). */
+export function finishClientClosed(context: RequestContext, deps: InferenceDeps): Response {
+  context.readyAt = performance.now()
+  logRequest(context, deps, 499, 'client_closed')
+  return new Response(null, { status: 499 })
 }
 
 /** Records the serving attempt on the context and sets the routing headers. */
 export function recordServingAttempt(context: RequestContext, result: Exclude<RunResult, { kind: 'failed' }>) {
   context.gateway = result.step.gateway
   context.providerKeyId = result.step.provider.id
-  context.upstreamModel = result.step.model
+  // A pinned call that names no model (retrieval) logs none.
+  context.upstreamModel = result.step.model || undefined
   // The first round's: a tool loop's later rounds serve the same answer.
   context.ttfbMs ??= result.headersAt - result.startedAt
   setRoutingHeaders(context, result.step.gateway, result.failures, result.kind === 'relay' ? result.headers : result.response.headers, result.step.provider.secret)
 }
 
 /** Counts a stream in flight; the returned function logs its end once (status and error code). */
-export function trackStream(context: RequestContext, deps: InferenceDeps): (status: number, code: string | undefined) => void {
+function trackStream(context: RequestContext, deps: InferenceDeps): StreamEnded {
   context.readyAt = performance.now()
   context.waitAtReady = context.upstreamWaitMs
   deps.metrics.inFlightStreams++

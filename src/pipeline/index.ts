@@ -6,15 +6,14 @@ import { RouterError } from '../errors/router-error'
 import type { Envelope } from '../errors/render'
 import { authenticate, presentedKey } from './authenticate'
 import { RequestContext } from './context'
-import { handleEmbeddings } from './routed-call'
 import { dialectHandler } from './answer'
 import { handleGetModel, handleListModels } from './list-models'
 import { failWith, internalError } from './finish'
 import type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
-import { chatDialect, contentDialect, handleCountTokens, handleStreamGenerateContent, messagesDialect } from './dialect-endpoints'
-import { handleRetrieveResponse, responsesDialect } from './responses'
+import { chatDialect, contentDialect, embeddingsDialect, handleCountTokens, handleStreamGenerateContent, messagesDialect } from './dialect-endpoints'
+import { responsesDialect, responsesRetrieveDialect } from './responses'
 import { handleBatches } from '../batch/handlers'
-import { handleDecisions } from './decisions'
+import { decisionsDialect } from './decisions'
 
 export { internalError } from './finish'
 export type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
@@ -25,7 +24,7 @@ export function envelopeForShape(shape: string): Envelope {
 
 const handlers: Partial<Record<InferenceEndpoint, EndpointHandler>> = {
   chat: dialectHandler(chatDialect),
-  embeddings: handleEmbeddings,
+  embeddings: dialectHandler(embeddingsDialect),
   models: handleListModels,
   model: handleGetModel,
   messages: dialectHandler(messagesDialect),
@@ -33,9 +32,9 @@ const handlers: Partial<Record<InferenceEndpoint, EndpointHandler>> = {
   generate_content: dialectHandler(contentDialect),
   stream_generate_content: handleStreamGenerateContent,
   responses: dialectHandler(responsesDialect),
-  responses_get: handleRetrieveResponse,
+  responses_get: dialectHandler(responsesRetrieveDialect),
   batches: handleBatches,
-  decisions: handleDecisions,
+  decisions: dialectHandler(decisionsDialect),
 }
 
 export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {

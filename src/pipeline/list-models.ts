@@ -9,7 +9,7 @@ import { RouterError } from '../errors/router-error'
 import { buildGatewayCatalog, isBatchId, spellingFor } from '../gateways/model-catalog'
 import type { ProviderEntry } from './read-model/snapshot'
 import type { RequestContext } from './context'
-import { finishWith } from './finish'
+import { finishJson } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
 import { defaultUpstreamTimeoutMs, eligibleTargets } from './plan-route'
 
@@ -102,15 +102,10 @@ function ownerOf(model: ModelObject, id: string): string {
   return 'system'
 }
 
-function json(context: RequestContext, body: unknown): Response {
-  context.headers['content-type'] = 'application/json'
-  return new Response(JSON.stringify(body), { status: 200, headers: context.responseHeaders() })
-}
-
 export const handleListModels: EndpointHandler = async (context, request, _route, deps) => {
   const { merged } = await mergedCatalog(context, deps, request.signal)
   context.readyAt = performance.now()
-  return finishWith(context, deps, json(context, { object: 'list', data: [...merged.values()].map((model) => ({ ...model, object: 'model' })) }))
+  return finishJson(context, deps, 200, { object: 'list', data: [...merged.values()].map((model) => ({ ...model, object: 'model' })) })
 }
 
 export const handleGetModel: EndpointHandler = async (context, request, route, deps) => {
@@ -123,15 +118,11 @@ export const handleGetModel: EndpointHandler = async (context, request, route, d
   context.readyAt = performance.now()
   // The object carries the id the client asked for (the id chat accepts for it, so a retrieve
   // round-trips), with the gateway's own fields kept.
-  return finishWith(
-    context,
-    deps,
-    json(context, {
-      ...found,
-      id,
-      object: 'model',
-      created: typeof found.created === 'number' ? found.created : 0,
-      owned_by: ownerOf(found, id),
-    }),
-  )
+  return finishJson(context, deps, 200, {
+    ...found,
+    id,
+    object: 'model',
+    created: typeof found.created === 'number' ? found.created : 0,
+    owned_by: ownerOf(found, id),
+  })
 }

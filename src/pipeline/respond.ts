@@ -3,8 +3,6 @@
  * same-dialect stream (bytes pass through record by record once checked; a break, a stall past the
  * idle limit or an unusable record ends it with one stream_aborted record, no [DONE]).
  */
-import { errorResponse } from '../errors/render'
-import type { RouterError } from '../errors/router-error'
 import { brokenStreamMessage, upstreamBroke, upstreamStalled } from '../dialects/stream-parts'
 import type { UpstreamBody } from '../dialects/upstream-body'
 import { copyRateLimitHeaders } from '../gateways/client'
@@ -20,10 +18,6 @@ export function setRoutingHeaders(context: RequestContext, gateway: string | und
   if (gateway) context.headers['x-router-provider'] = gateway
   if (failures.length > 0) context.headers['x-router-failover'] = failoverHeader(failures)
   if (upstreamHeaders) copyRateLimitHeaders(upstreamHeaders, context.headers, secret)
-}
-
-export function renderError(context: RequestContext, error: RouterError): Response {
-  return errorResponse(context.envelope, error, context.responseHeaders())
 }
 
 /** A token count as the log keeps it: a whole number, else nothing. */

@@ -11,18 +11,16 @@ import { decodeSse, parseJson } from '../dialects/sse/decode'
 import type { EventSourceMessage } from 'eventsource-parser'
 import { sseEvent } from '../dialects/sse/encode'
 import { breakSafe } from '../dialects/stream-parts'
-import type { GatewayAnswer } from '../gateways/client'
 import type { ProviderEntry } from './read-model/snapshot'
 import type { RequestContext } from './context'
-import { failWith, finishWith, recordServingAttempt, trackStream } from './finish'
+import { failWith, finishJson, finishStream, recordServingAttempt, type StreamEnded } from './finish'
 import { isObject, readJsonBody } from './read-body'
 import { requireModel, siblingsOf, stripRouterFields } from './prepare-chat'
 import { setRoutingHeaders } from './respond'
 import { isUnixSeconds, issueNativeResponseId, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
-import { relayUpstreamError } from './routed-call'
-import type { RunResult } from './run-attempts'
-import type { ClientDialect, ParsedRequest, Served, ToolNames } from './answer'
-import type { EndpointHandler, InferenceDeps } from './types'
+import { defaultUpstreamTimeoutMs } from './plan-route'
+import { relayUpstreamError, type Attach, type ClientDialect, type ParsedRequest, type Served, type SuccessResult, type ToolNames } from './answer'
+import type { InferenceDeps } from './types'
 
 type Json = Record<string, any>
 
@@ -89,14 +87,13 @@ function rewriteResponse(value: Json, id: string, previousId: string | null, hid
  */
 function nativeStream(
   context: RequestContext,
-  deps: InferenceDeps,
-  result: Extract<RunResult, { kind: 'success' }>,
+  result: SuccessResult,
   issueId: IssueId,
   previousId: string | null,
   request: Json,
-  attach?: (text: string) => Promise<Record<string, unknown> | undefined>,
+  attach: Attach | undefined,
+  end: StreamEnded,
 ): ReadableStream<Uint8Array> {
-  const end = trackStream(context, deps)
   let terminal = false
   /** The output text so far (for the attaching stages). */
   let answerText = ''
@@ -225,6 +222,10 @@ function responseShell(deps: InferenceDeps, context: RequestContext, parsed: Res
 
 export const responsesDialect: ClientDialect<ResponsesRequest> = {
   name: 'responses',
+  replyKind: 'response',
+  // Parsed: every id in it is rewritten to ours.
+  relaysBytes: false,
+  enriched: true,
   async parse(context, request, _route, deps) {
     const { text, value } = await readJsonBody(request)
     if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
@@ -263,11 +264,10 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
   },
   toUpstream(step, parsed) {
     if (isNative(step.provider)) {
-      return { suffix: '/responses', body: { ...parsed.upstreamBody, model: step.model, ...(parsed.chain ? { previous_response_id: parsed.chain.claims.upstreamId } : {}) } }
+      return { path: '/responses', body: { ...parsed.upstreamBody, model: step.model, ...(parsed.chain ? { previous_response_id: parsed.chain.claims.upstreamId } : {}) } }
     }
-    return { suffix: '/chat/completions', body: { ...(parsed.translated ?? responsesToChat(parsed.upstreamBody).chat), model: step.model } }
+    return { path: '/chat/completions', body: { ...(parsed.translated ?? responsesToChat(parsed.upstreamBody).chat), model: step.model } }
   },
-  relaysReply: false,
   errorEnvelope(context, deps, result, parsed) {
     // Relayed upstream errors keep the chat envelope of chat keys.
     setMode(context, result.step.provider)
@@ -279,16 +279,10 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     return relayUpstreamError(context, deps, result)
   },
   passThrough(context, deps, result, parsed, hiddenTools, extras, attach) {
-    // A target served by translation to chat is answered by the generic path (decode → encode).
-    if (result.replyKind !== 'response') return undefined
     const issueId = idIssuer(deps, result.step.provider.id, context.key!.id)
     context.headers['x-router-responses-mode'] = 'native'
     recordServingAttempt(context, result)
-    if (result.stream) {
-      context.headers['content-type'] = 'text/event-stream; charset=utf-8'
-      context.headers['cache-control'] = 'no-cache'
-      return new Response(nativeStream(context, deps, result, issueId, parsed.previousId, parsed.upstreamBody, attach), { status: 200, headers: context.responseHeaders() })
-    }
+    if (result.stream) return finishStream(context, deps, 200, (end) => nativeStream(context, result, issueId, parsed.previousId, parsed.upstreamBody, attach, end))
     // Parsed and checked to be a Response object (an object with `output`) by run-attempts.
     const value = result.value as Json
     try {
@@ -300,9 +294,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
       context.inputTokens = Number(value.usage.input_tokens) || 0
       context.outputTokens = Number(value.usage.output_tokens) || 0
     }
-    context.headers['content-type'] = 'application/json'
-    const response = { ...rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, hiddenTools), ...extras }
-    return finishWith(context, deps, new Response(JSON.stringify(response), { status: 200, headers: context.responseHeaders() }))
+    return finishJson(context, deps, 200, { ...rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, hiddenTools), ...extras })
   },
   served: (context, served) => setMode(context, served.step.provider),
   writeReply(context, deps, reply, parsed, served) {
@@ -316,47 +308,66 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
   },
 }
 
-export const handleRetrieveResponse: EndpointHandler = async (context, request, route, deps) => {
-  const { claims, provider } = resolveChain(context, deps, route.parameter, 'retrieve')
-  context.gateway = provider.gateway.id
-  context.providerKeyId = provider.id
-  const deadline = performance.now() + Math.min(context.key!.upstreamTimeoutMs ?? 60_000, deps.config.deadlineMs)
-  const fetchStored = async (upstreamId: string): Promise<GatewayAnswer> => {
-    const started = performance.now()
-    context.attempts++
-    try {
-      return await deps.upstream.read(provider, { path: `/responses/${encodeURIComponent(upstreamId)}`, signal: request.signal }, deadline - performance.now())
-    } finally {
-      context.upstreamWaitMs += performance.now() - started
+interface RetrieveRequest extends ParsedRequest {
+  claims: ResponseIdClaims & { upstreamId: string }
+  /** The id as the client asked for it. */
+  id: string
+}
+
+const noSiblings = Object.freeze({ adRequest: undefined, linkRequest: undefined })
+
+/**
+ * GET /responses/{id}: one call, pinned to the provider key that holds the response (no plan, no
+ * failover; every gateway error is relayed as it came), and the stored Response with every id in our
+ * form. No stage acts on it.
+ */
+export const responsesRetrieveDialect: ClientDialect<RetrieveRequest> = {
+  name: 'responses retrieval',
+  replyKind: 'response',
+  relaysBytes: false,
+  enriched: false,
+  relaysErrors: true,
+  async parse(context, _request, route, deps) {
+    const { claims, provider } = resolveChain(context, deps, route.parameter, 'retrieve')
+    const upstreamTimeoutMs = context.key!.upstreamTimeoutMs ?? defaultUpstreamTimeoutMs
+    return {
+      model: '',
+      stream: false,
+      operation: 'responses',
+      upstreamBody: {},
+      siblings: noSiblings,
+      claims: claims as RetrieveRequest['claims'],
+      id: route.parameter!,
+      pinnedStep: { kind: 'attempt', provider, gateway: provider.gateway.id, model: '', remap: false, failoverTimeoutMs: upstreamTimeoutMs, upstreamTimeoutMs },
     }
-  }
-  let upstream: GatewayAnswer
-  try {
-    upstream = await fetchStored(claims.upstreamId)
-  } catch {
-    throw new RouterError('all_targets_failed', `The gateway ${provider.gateway.id} could not be reached.`)
-  }
-  setRoutingHeaders(context, provider.gateway.id, [], upstream.headers, provider.secret)
-  context.headers['content-type'] = 'application/json'
-  // The gateway's error is relayed as it came, less the provider secret it may echo.
-  if (!upstream.ok) return finishWith(context, deps, new Response(upstream.text, { status: upstream.status, headers: context.responseHeaders() }), `upstream_${upstream.status}`)
-  const parsed = parseJson(upstream.text) as Json | undefined
-  if (!isObject(parsed)) throw new RouterError('upstream_unreadable', `The gateway ${provider.gateway.id} answered with something that is not a Response object.`)
-  // The previous turn's id as the client was given it: that id is a function of the gateway's id and
-  // creation time (see response-ids.ts), and the creation time is on the stored previous response.
-  let previousId: string | null = null
-  if (typeof parsed.previous_response_id === 'string' && parsed.previous_response_id) {
-    const previousUpstreamId = parsed.previous_response_id
-    let previousCreatedAt: unknown
-    try {
-      const previous = await fetchStored(previousUpstreamId)
-      if (previous.ok) previousCreatedAt = (parseJson(previous.text) as Json | undefined)?.created_at
-    } catch {
-      // Unreachable now: the id below still names the right response, with an approximate lifetime.
+  },
+  toUpstream: (_step, parsed) => ({ method: 'GET', path: `/responses/${encodeURIComponent(parsed.claims.upstreamId)}`, body: undefined }),
+  async passThrough(context, deps, result, parsed) {
+    recordServingAttempt(context, result)
+    const provider = result.step.provider
+    // Parsed and checked to be a Response object (an object with `output`) by run-attempts.
+    const stored = result.value as Json
+    // The previous turn's id as the client was given it: that id is a function of the gateway's id and
+    // creation time (see response-ids.ts), and the creation time is on the stored previous response.
+    let previousId: string | null = null
+    if (typeof stored.previous_response_id === 'string' && stored.previous_response_id) {
+      const previousUpstreamId = stored.previous_response_id
+      let previousCreatedAt: unknown
+      const started = performance.now()
+      context.attempts++
+      try {
+        const timeLeft = Math.min(result.step.upstreamTimeoutMs, context.startedAt + deps.config.deadlineMs - started)
+        const previous = await deps.upstream.read(provider, { path: `/responses/${encodeURIComponent(previousUpstreamId)}` }, timeLeft)
+        if (previous.ok) previousCreatedAt = (parseJson(previous.text) as Json | undefined)?.created_at
+      } catch {
+        // Unreachable now: the id below still names the right response, with an approximate lifetime.
+      } finally {
+        context.upstreamWaitMs += performance.now() - started
+      }
+      if (previousCreatedAt === undefined) deps.logger.warn('previous_response_lookup_failed', { request_id: context.requestId, gateway: provider.gateway.id })
+      previousId = issueNativeResponseId({ ...parsed.claims, upstreamId: previousUpstreamId, createdAt: isUnixSeconds(previousCreatedAt) ? previousCreatedAt : parsed.claims.createdAt }, deps.sign)
     }
-    if (previousCreatedAt === undefined) deps.logger.warn('previous_response_lookup_failed', { request_id: context.requestId, gateway: provider.gateway.id })
-    previousId = issueNativeResponseId({ ...claims, upstreamId: previousUpstreamId, createdAt: isUnixSeconds(previousCreatedAt) ? previousCreatedAt : claims.createdAt }, deps.sign)
-  }
-  // The id is the one the client asked for, exactly as it was issued.
-  return finishWith(context, deps, new Response(JSON.stringify(rewriteResponse(parsed, route.parameter!, previousId)), { status: 200, headers: context.responseHeaders() }))
+    // The id is the one the client asked for, exactly as it was issued.
+    return finishJson(context, deps, 200, rewriteResponse(stored, parsed.id, previousId))
+  },
 }

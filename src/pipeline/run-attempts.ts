@@ -26,15 +26,14 @@ export interface AttemptCall {
   readonly streamIdleMs: number
   /** What a 2xx answer to the request `send` last sent must be (send sets it per attempt). */
   readonly replyKind: ReplyKind
-  /** A buffered 2xx goes to the client as its bytes: scanned, not parsed (`value` stays undefined). */
+  /** A buffered 2xx to the request `send` last sent goes to the client as its bytes: scanned, not parsed (`value` stays undefined). */
   readonly relaysReply: boolean
+  /** Every non-2xx is relayed as it came, none failed over (a call pinned to one provider key: retrieval). */
+  readonly relaysErrors?: boolean
   /** A further check of a parsed buffered 2xx (its meaning, beyond its kind): a problem fails the attempt over. */
   accept?(value: unknown): string | undefined
-  /**
-   * Sends this step's upstream request. `watch` is the idle limit of a stream attempt (started here
-   * once the stream has begun); a sender that reads the upstream body itself stamps it per chunk.
-   */
-  send(step: PlannedAttempt, signal: AbortSignal, watch: StreamIdleWatch | undefined): Promise<Response>
+  /** Sends this step's upstream request. */
+  send(step: PlannedAttempt, signal: AbortSignal): Promise<Response>
   /** Called once per upstream call made, with its outcome and the wait for its answer. */
   onAttempt?(gateway: string, outcome: string, upstreamMs: number): void
   /** Called once with the result, before the run's promise settles. */
@@ -147,7 +146,7 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
       let outcome!: AttemptOutcome
       let responseHeaders: Headers | undefined
       try {
-        const response = await call.send(step, controller.signal, watch)
+        const response = await call.send(step, controller.signal)
         const headersAt = now()
         responseHeaders = response.headers
         if (controller.signal.aborted) throw new Error('aborted')
@@ -188,7 +187,7 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
           outcome = { kind: 'status', status: response.status, body: text }
           const verdict = classify(outcome)
           call.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt)
-          if (!verdict.retryable) {
+          if (!verdict.retryable || call.relaysErrors) {
             path.push(`${step.gateway}:${verdict.reason}`)
             answer = { kind: 'relay', step, status: response.status, body: text, headers: responseHeaders, startedAt, headersAt, failures, attempts, path }
           }

@@ -14,6 +14,7 @@ import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname } from 'node:path'
 import { findGateway, providerBaseUrl, type GatewayDefinition } from '../../gateways/catalog'
 import { authHeaders } from '../../gateways/client'
+import { compileKeyPipeline, type KeyPipeline } from '../stages/registry'
 import { buildGatewayCatalog, type GatewayCatalog } from '../../gateways/model-catalog'
 import { pricingOfStoredObject, type ModelPricing } from '../../gateways/model-prices'
 import { compileAllowlist, type CompiledAllowlist } from '../../management/ip-allowlist'
@@ -53,6 +54,8 @@ export interface KeyEntry {
   rule: StoredRule
   /** MCP servers attached to the key (SPEC "MCP tools"), in attach order; empty for most keys. */
   mcpServers: readonly McpServerEntry[]
+  /** What applies to the key's requests (stages/registry.ts), with its workspace's settings. */
+  pipeline: KeyPipeline
 }
 
 export interface McpServerEntry {
@@ -176,7 +179,7 @@ class EntryMaker {
     }
   }
 
-  key(key: KeyRow): KeyEntry {
+  key(key: KeyRow, workspace: WorkspaceEntry | undefined): KeyEntry {
     const previousUntil = key.previousSecretUntil ? Date.parse(key.previousSecretUntil) : undefined
     const rule: StoredRule = {
       strategy: key.strategy === 'split' ? 'split' : 'priority',
@@ -184,7 +187,7 @@ class EntryMaker {
       remaps: key.remaps.map((remap): StoredRemap => ({ ...remap, enabled: remap.enabled === 1 })),
       decisioner: key.decisioner ? (JSON.parse(key.decisioner) as Record<string, unknown>) : null,
     }
-    return {
+    const entry: Omit<KeyEntry, 'pipeline'> = {
       id: key.id,
       workspaceId: key.workspaceId,
       apiShape: key.apiShape,
@@ -203,6 +206,7 @@ class EntryMaker {
       rule,
       mcpServers: key.mcpServers.length === 0 ? noMcpServers : key.mcpServers,
     }
+    return { ...entry, pipeline: compileKeyPipeline(entry, workspace, this.deps.config) }
   }
 }
 
@@ -234,7 +238,7 @@ function buildSnapshot(store: SnapshotRowStore, rows: SmallTables, known: KnownP
     if (entry) providers.set(row.id, entry)
   }
   const keysByPrefix = new Map<string, KeyEntry[]>()
-  for (const row of store.keys.values()) addKey(keysByPrefix, row, make.key(row))
+  for (const row of store.keys.values()) addKey(keysByPrefix, row, make.key(row, workspaces.get(row.workspaceId)))
   const gatewayEnabled = new Map<string, boolean>()
   for (const row of rows.gatewaySettings) gatewayEnabled.set(row.gateway, row.enabled === 1)
 
@@ -284,6 +288,9 @@ function patchSnapshot(snapshot: Snapshot, store: SnapshotRowStore, change: Excl
     const row = store.workspaces.get(change.id)
     if (row) snapshot.workspaces.set(row.id, make.workspace(row))
     else snapshot.workspaces.delete(change.id)
+    // The workspace's keys compiled again: their pipelines read its steering and capture settings.
+    const workspace = snapshot.workspaces.get(change.id)
+    for (const keyRow of store.keys.values()) if (keyRow.workspaceId === change.id) replaceKey(snapshot, keyRow.id, keyRow, keyRow, make.key(keyRow, workspace))
   } else if (change.table === 'providers') {
     const row = store.providers.get(change.id)
     const entry = row && make.provider(row)
@@ -292,19 +299,24 @@ function patchSnapshot(snapshot: Snapshot, store: SnapshotRowStore, change: Excl
   } else {
     // The new entry made first: a row that cannot be made leaves the maps as they were.
     const row = store.keys.get(change.id)
-    const entry = row && make.key(row)
-    if (before) {
-      for (const prefix of [before.keyPrefix, before.previousKeyPrefix]) {
-        const list = prefix === null ? undefined : snapshot.keysByPrefix.get(prefix)
-        if (!list) continue
-        const kept = list.filter((entry) => entry.id !== change.id)
-        if (kept.length) snapshot.keysByPrefix.set(prefix!, kept)
-        else snapshot.keysByPrefix.delete(prefix!)
-      }
-    }
-    if (row && entry) addKey(snapshot.keysByPrefix, row, entry)
+    const entry = row && make.key(row, snapshot.workspaces.get(row.workspaceId))
+    replaceKey(snapshot, change.id, before, row, entry)
   }
   return { ...snapshot, tokenCache: new Map(), planCache: new Map(), planCacheSize: 0 }
+}
+
+/** A key's entry swapped in the prefix lists: the one found under `before`'s prefixes out, `entry` in under `row`'s. */
+function replaceKey(snapshot: Snapshot, id: string, before: KeyRow | undefined, row: KeyRow | undefined, entry: KeyEntry | undefined) {
+  if (before) {
+    for (const prefix of [before.keyPrefix, before.previousKeyPrefix]) {
+      const list = prefix === null ? undefined : snapshot.keysByPrefix.get(prefix)
+      if (!list) continue
+      const kept = list.filter((listed) => listed.id !== id)
+      if (kept.length) snapshot.keysByPrefix.set(prefix!, kept)
+      else snapshot.keysByPrefix.delete(prefix!)
+    }
+  }
+  if (row && entry) addKey(snapshot.keysByPrefix, row, entry)
 }
 
 export function createSnapshotStore(deps: Deps): SnapshotStore {

@@ -15,7 +15,7 @@ const readAds = (answer: unknown): unknown[] | undefined => (isObject(answer) &&
 
 export const companionAdsStage: EnrichmentStage = {
   name: 'ads',
-  appliesTo: (context) => context.key!.companionAds,
+  appliesTo: (key) => key.companionAds,
   async start({ context, deps, model, siblings }: StageRequest): Promise<ActiveStage> {
     const body = { ad_request: siblings.adRequest ?? null, model, key_id: context.key!.id }
     let call: Promise<PluginResult<unknown[]>> | undefined

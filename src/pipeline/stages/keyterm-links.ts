@@ -33,7 +33,7 @@ function maxKeyterms(linkRequest: unknown): number {
 
 export const keytermLinksStage: EnrichmentStage = {
   name: 'keyterms',
-  appliesTo: (context, deps) => deps.config.keytermsEnabled && context.key!.keyterms,
+  appliesTo: (key, flags) => flags.keytermsEnabled && key.keyterms,
   async start({ deps, siblings }: StageRequest): Promise<ActiveStage> {
     const max = maxKeyterms(siblings.linkRequest)
     let result: PluginResult<Keyterm[]> | undefined

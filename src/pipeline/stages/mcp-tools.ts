@@ -29,7 +29,7 @@ interface CallRecord {
 
 export const mcpToolsStage: EnrichmentStage = {
   name: 'mcp',
-  appliesTo: (context) => context.key!.mcpServers.length > 0,
+  appliesTo: (key) => key.mcpServers.length > 0,
   async start({ context, deps, clientToolNames, deadlineAt }: StageRequest): Promise<ActiveStage | undefined> {
     const servers = context.key!.mcpServers
     const lists = await Promise.all(servers.map((server) => deps.mcpServers.tools(server, deadlineAt - performance.now())))

@@ -1,14 +1,21 @@
 /**
- * Enrichment stages: the features that change an answer beyond routing it — MCP tools, companion
- * ads, keyterm links. Each stage says when it applies to a request — cheaply, from the key in the
- * snapshot and the request's siblings, with no I/O — and what it does once started: function tools
- * it offers the model and runs between model rounds, and fields it attaches to a successful answer
- * (beside a buffered answer, on the last event of a stream). A request no stage applies to is
- * answered by byte pass-through (pipeline/answer.ts); the list below is every feature a key can
- * turn on.
+ * The feature registry: everything a key can turn on beyond routing, one entry each, and the
+ * compiled pipeline of a key (which of them apply), made once when the key's read-model entry is
+ * built (pipeline/read-model/snapshot.ts), never per request. A plain key's pipeline is empty and
+ * its requests take the straight path (pipeline/answer.ts: bytes relayed where the dialects match).
+ *
+ * - Pre-routing hooks run after the body is read and before the rule: the decisioner.
+ * - Enrichment stages change an answer: MCP tools (offered to the model and run between model
+ *   rounds), companion ads and keyterm links (fields attached to a successful answer: beside a
+ *   buffered answer, on the last event of a stream).
+ * - Steering (a system prompt or instructions put in front) and body capture (the request body kept
+ *   for the log) are the key's and its workspace's settings, resolved here too.
  */
+import type { Config } from '../../config/env'
 import type { RequestContext } from '../context'
+import type { KeyEntry, WorkspaceEntry } from '../read-model/snapshot'
 import type { InferenceDeps } from '../types'
+import { decisionerHook } from './decisioner'
 import { mcpToolsStage } from './mcp-tools'
 import { companionAdsStage } from './companion-ads'
 import { keytermLinksStage } from './keyterm-links'
@@ -69,25 +76,69 @@ export interface StageRequest {
   deadlineAt: number
 }
 
+/** The operator flags a feature may depend on (CONTRACT §4). */
+export type FeatureFlags = Pick<Config, 'decisionerEnabled' | 'keytermsEnabled'>
+
+/** What a feature reads of a key to say whether it applies. */
+export type KeyFeatures = Pick<KeyEntry, 'rule' | 'companionAds' | 'keyterms' | 'mcpServers'>
+
 export interface EnrichmentStage {
   readonly name: string
-  /** Whether the stage applies to this request at all: a field check, no I/O, no allocation. */
-  appliesTo(context: RequestContext, deps: InferenceDeps): boolean
+  /** Whether the stage applies to a key's requests at all (decided once, when the key's entry is built). */
+  appliesTo(key: KeyFeatures, flags: FeatureFlags): boolean
   /** Starts it before the first model call; undefined when it has nothing to do after all (no live tools). */
   start(request: StageRequest): Promise<ActiveStage | undefined>
 }
 
+/** Where a pre-routing hook sends the request first: this provider key (with this model, when it overrode the client's). */
+export interface RoutePreference {
+  providerKeyId: string
+  model: string | undefined
+}
+
+export interface PreRoutingHook {
+  readonly name: string
+  /** Whether the hook applies to a key's requests at all (decided once, when the key's entry is built). */
+  appliesTo(key: KeyFeatures, flags: FeatureFlags): boolean
+  /** Runs before the rule (it may set headers and the log's record of it); undefined: the rule as it is. */
+  run(context: RequestContext, deps: InferenceDeps, request: { model: string; pinned: boolean }): Promise<RoutePreference | undefined>
+}
+
+/** Every pre-routing hook, in the order they run. */
+export const preRoutingHooks: readonly PreRoutingHook[] = [decisionerHook]
+
 /** Every enrichment stage, in the order they act on an answer. */
 export const enrichmentStages: readonly EnrichmentStage[] = [mcpToolsStage, companionAdsStage, keytermLinksStage]
 
-/** The stages that apply to a request; undefined (nothing allocated) for a plain request. */
-export function applicableStages(context: RequestContext, deps: InferenceDeps): EnrichmentStage[] | undefined {
-  let found: EnrichmentStage[] | undefined
-  for (const stage of enrichmentStages) if (stage.appliesTo(context, deps)) (found ??= []).push(stage)
-  return found
+/** A key's compiled pipeline: what applies to its requests, decided when its read-model entry is built. */
+export interface KeyPipeline {
+  readonly hooks: readonly PreRoutingHook[]
+  readonly stages: readonly EnrichmentStage[]
+  /** The steering message put in front of the request (the key's, else its workspace's). */
+  readonly steering: string | undefined
+  /** The workspace keeps request bodies in the log. */
+  readonly captureBodies: boolean
+  /** No hook, no stage, no steering: the straight path. */
+  readonly plain: boolean
 }
 
-/** Starts the applicable stages together; undefined when none has anything to do. */
+const none: readonly never[] = Object.freeze([])
+
+export function compileKeyPipeline(key: KeyFeatures & Pick<KeyEntry, 'steeringMessage'>, workspace: WorkspaceEntry | undefined, flags: FeatureFlags): KeyPipeline {
+  const hooks = preRoutingHooks.filter((hook) => hook.appliesTo(key, flags))
+  const stages = enrichmentStages.filter((stage) => stage.appliesTo(key, flags))
+  // `??`: a key's own message, even empty, stands for the key (an empty one steers nothing).
+  const steering = (key.steeringMessage ?? workspace?.steeringMessage) || undefined
+  return Object.freeze({
+    hooks: hooks.length ? hooks : none,
+    stages: stages.length ? stages : none,
+    steering,
+    captureBodies: workspace?.captureBodies ?? false,
+    plain: hooks.length === 0 && stages.length === 0 && steering === undefined,
+  })
+}
+
+/** Starts a key's stages together; undefined when none has anything to do. */
 export async function startStages(stages: readonly EnrichmentStage[], request: StageRequest): Promise<ActiveStage[] | undefined> {
   const started = await Promise.all(stages.map((stage) => stage.start(request)))
   const active = started.filter((stage): stage is ActiveStage => stage !== undefined)

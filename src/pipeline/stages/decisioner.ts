@@ -10,12 +10,15 @@
  *    deadline): `jev_error` when it fails, `low_confidence` under p = 0.5, else the pick.
  *
  * The outcome is the X-Router-Decisioner header, the target tried first and, maybe, the model.
+ * It is the registry's pre-routing hook (stages/registry.ts): a key's pipeline has it when the key
+ * has a decisioner and the operator flag is on, and no other key pays for it.
  */
-import { canonicalId, decideModel, gatewaysListing, spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
-import type { ProviderEntry } from './read-model/snapshot'
-import type { RequestContext } from './context'
-import { checkDecisionAnswer, type DecisionQuestion } from './decisions'
-import type { InferenceDeps } from './types'
+import { canonicalId, decideModel, gatewaysListing, spellingFor, type GatewayCatalog } from '../../gateways/model-catalog'
+import type { ProviderEntry } from '../read-model/snapshot'
+import type { RequestContext } from '../context'
+import { checkDecisionAnswer, type DecisionQuestion } from '../decisions'
+import type { InferenceDeps } from '../types'
+import type { PreRoutingHook } from './registry'
 
 export type Objective = 'cost' | 'capability' | 'efficiency'
 
@@ -70,9 +73,17 @@ function header(parts: string[]): string {
   return text.length > maxHeaderLength ? text.slice(0, maxHeaderLength) : text
 }
 
-/** Whether the decisioner runs for this request: the operator flag and a decisioner on the key. */
-export function decisionerApplies(context: RequestContext, deps: InferenceDeps): boolean {
-  return deps.config.decisionerEnabled && context.key!.rule.decisioner !== null
+/** The decisioner as the pre-routing hook of the keys that have one (RT_DECISIONER_ENABLED=1). */
+export const decisionerHook: PreRoutingHook = {
+  name: 'decisioner',
+  appliesTo: (key, flags) => flags.decisionerEnabled && key.rule.decisioner !== null,
+  async run(context, deps, request) {
+    const decision = await decide(context, deps, request.model, request.pinned)
+    context.headers['x-router-decisioner'] = decision.header
+    context.decision = { header: decision.header, ...(decision.callMs !== undefined ? { ms: decision.callMs } : {}) }
+    context.enrichment = JSON.stringify({ decisioner: context.decision })
+    return decision.providerKeyId === undefined ? undefined : { providerKeyId: decision.providerKeyId, model: decision.model }
+  },
 }
 
 function usdPerMillion(catalog: GatewayCatalog | undefined, spelled: string | undefined): number | undefined {
