@@ -79,6 +79,16 @@ export interface Served {
 /** Fields the stages attach to a stream's last event, fetched once its text is known. */
 export type Attach = (text: string) => Promise<Record<string, unknown> | undefined>
 
+/** What the key's stages make of an answer that is otherwise passed through as the upstream gave it. */
+export interface PassedStages {
+  /** Tools the service offered (MCP): never echoed back to the client. */
+  hiddenTools?: ToolNames
+  /** Fields attached beside a buffered answer (top-level siblings of the answer object). */
+  extras?: Record<string, unknown>
+  /** A stream's attached fields, fetched for its last event. */
+  attach?: Attach
+}
+
 /** A client dialect: everything that differs between the endpoints of the answer path, and nothing else. */
 export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
   readonly name: string
@@ -101,12 +111,14 @@ export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
   readonly relaysErrors?: boolean
   /** An upstream error that is not retried, answered in the dialect's envelope (default: relayed as it came). */
   errorEnvelope?(context: RequestContext, deps: InferenceDeps, result: RelayResult, parsed: P): Response
+  /** The dialect's own pass-through of a reply in its kind (default: relayReply, the bytes as they came). */
+  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P, stages?: PassedStages): Response | Promise<Response>
   /**
-   * The dialect's own pass-through of a reply in its kind (default: the bytes relayed). `hiddenTools`:
-   * tools the service offered, not echoed back; `extras`: fields the stages attach, top-level siblings
-   * of a buffered answer; `attach`: on a stream, fetches them for the last event. Undefined: translate.
+   * The pass-through can place the stages' attached fields on the last event of the upstream's own
+   * stream (a Responses stream's terminal event can hold them; a relayed chat stream has no place to
+   * hold its last chunk, so such a stream is decoded and encoded instead).
    */
-  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P, hiddenTools?: ToolNames, extras?: Record<string, unknown>, attach?: Attach): Response | Promise<Response> | undefined
+  readonly attachesToStream: boolean
   /** Called with the attempt that answers, before anything of the answer is written (headers that name it). */
   served?(context: RequestContext, served: Served): void
   /** The buffered reply in the dialect (may throw UntranslatableReply); required unless every reply passes through. */
@@ -153,14 +165,9 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
     if (result.replyKind === dialect.replyKind) {
       // The upstream answered in the client's own kind: passed through unless a stage must change it.
       const passThrough = dialect.passThrough ?? relayReply
-      if (!enrichment) {
-        const passed = await passThrough(context, deps, result, parsed)
-        if (passed) return passed
-      } else if (result.stream && !enrichment.offersTools) {
-        // Only fields to attach: the stream can stay the gateway's own where the dialect places them on it.
-        const passed = await passThrough(context, deps, result, parsed, undefined, undefined, (text) => enrichment.attach(text))
-        if (passed) return passed
-      }
+      if (!enrichment) return passThrough(context, deps, result, parsed)
+      // Only fields to attach: the stream can stay the gateway's own where the dialect places them on it.
+      if (result.stream && !enrichment.offersTools && dialect.attachesToStream) return passThrough(context, deps, result, parsed, { attach: (text) => enrichment.attach(text) })
     }
     const answering: Answering<P> = { context, deps, dialect, parsed, enrichment, input }
     return result.stream ? streamedAnswer(answering, result) : bufferedAnswer(answering, result)
@@ -182,12 +189,11 @@ export function reenvelopedError(context: RequestContext, deps: InferenceDeps, r
 
 /**
  * The default pass-through: the upstream's own answer to the client. A buffered answer's checked bytes
- * (or, with `extras` to attach, its parsed object written again with them beside it); a stream piped
- * record by record once each is whole and checked. A relayed chat stream has no place to hold its
- * last chunk for attached fields, so such a stream is decoded and encoded instead (undefined).
+ * (or, with fields to attach, its parsed object written again with them beside it); a stream piped
+ * record by record once each is whole and checked.
  */
-export function relayReply(context: RequestContext, deps: InferenceDeps, result: SuccessResult, _parsed?: unknown, _hidden?: ToolNames, extras?: Record<string, unknown>, attach?: Attach): Response | undefined {
-  if (attach) return undefined
+export function relayReply(context: RequestContext, deps: InferenceDeps, result: SuccessResult, _parsed?: unknown, stages?: PassedStages): Response {
+  const extras = stages?.extras
   recordServingAttempt(context, result)
   const upstream = result.response
   // Success answers carry our own content type: the body was checked to be JSON or an event stream.
@@ -434,10 +440,7 @@ async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect,
     // A first round that called no server tool is the upstream's answer as it came: passed through
     // where the client speaks the upstream's dialect (what a translation would lose, kept), with the
     // attached fields beside it. (The last round's stray calls come after earlier rounds: never here.)
-    if (!before && enrichment && result.replyKind === dialect.replyKind) {
-      const passed = await (dialect.passThrough ?? relayReply)(context, deps, result, parsed, enrichment.offeredNames, extras)
-      if (passed) return passed
-    }
+    if (!before && enrichment && result.replyKind === dialect.replyKind) return (dialect.passThrough ?? relayReply)(context, deps, result, parsed, { hiddenTools: enrichment.offeredNames, extras })
     // Attached fields are top-level siblings of the answer object (CONTRACT §7).
     if (extras && typeof body === 'object' && body !== null) body = { ...body, ...extras }
     return finishJson(context, deps, 200, body)

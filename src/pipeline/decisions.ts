@@ -120,6 +120,7 @@ export const decisionsDialect: ClientDialect<DecisionsRequest> = {
   // Parsed, not only scanned: `accept` checks what it answers.
   relaysBytes: false,
   enriched: false,
+  attachesToStream: false,
   async parse(context, request) {
     const { bytes, text, value } = await readJsonBody(request)
     const { model, questions } = validateDecisionRequest(value)

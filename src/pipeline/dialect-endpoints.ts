@@ -35,6 +35,7 @@ export const chatDialect: ClientDialect<ChatRequest> = {
   replyKind: 'chat',
   relaysBytes: true,
   enriched: true,
+  attachesToStream: false,
   async parse(context, request) {
     const { bytes, text, value } = parseJsonBody(await readBodyBytes(request))
     const body = validateChatBody(value)
@@ -63,6 +64,7 @@ export const embeddingsDialect: ClientDialect<EmbeddingsRequest> = {
   replyKind: 'embeddings',
   relaysBytes: true,
   enriched: false,
+  attachesToStream: false,
   async parse(context, request) {
     const { bytes, text, value } = await readJsonBody(request)
     if (!isObject(value)) throw new RouterError('invalid_request', 'The request body must be a JSON object.')
@@ -93,6 +95,7 @@ export const messagesDialect: ClientDialect<MessagesRequest> = {
   replyKind: undefined,
   relaysBytes: false,
   enriched: true,
+  attachesToStream: false,
   toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody),
   errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
   writeReply: (_context, _deps, reply, parsed) => writeMessage(reply, parsed.model, parsed.stopSequences),
@@ -113,6 +116,7 @@ export const contentDialect: ClientDialect = {
   replyKind: undefined,
   relaysBytes: false,
   enriched: true,
+  attachesToStream: false,
   toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody),
   errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
   writeReply: (_context, _deps, reply, parsed) => writeGenerateContentResponse(reply, parsed.model),

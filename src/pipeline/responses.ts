@@ -278,11 +278,12 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     }
     return relayUpstreamError(context, deps, result)
   },
-  passThrough(context, deps, result, parsed, hiddenTools, extras, attach) {
+  attachesToStream: true,
+  passThrough(context, deps, result, parsed, stages) {
     const issueId = idIssuer(deps, result.step.provider.id, context.key!.id)
     context.headers['x-router-responses-mode'] = 'native'
     recordServingAttempt(context, result)
-    if (result.stream) return finishStream(context, deps, 200, (end) => nativeStream(context, result, issueId, parsed.previousId, parsed.upstreamBody, attach, end))
+    if (result.stream) return finishStream(context, deps, 200, (end) => nativeStream(context, result, issueId, parsed.previousId, parsed.upstreamBody, stages?.attach, end))
     // Parsed and checked to be a Response object (an object with `output`) by run-attempts.
     const value = result.value as Json
     try {
@@ -294,7 +295,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
       context.inputTokens = Number(value.usage.input_tokens) || 0
       context.outputTokens = Number(value.usage.output_tokens) || 0
     }
-    return finishJson(context, deps, 200, { ...rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, hiddenTools), ...extras })
+    return finishJson(context, deps, 200, { ...rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, stages?.hiddenTools), ...stages?.extras })
   },
   served: (context, served) => setMode(context, served.step.provider),
   writeReply(context, deps, reply, parsed, served) {
@@ -327,6 +328,7 @@ export const responsesRetrieveDialect: ClientDialect<RetrieveRequest> = {
   relaysBytes: false,
   enriched: false,
   relaysErrors: true,
+  attachesToStream: false,
   async parse(context, _request, route, deps) {
     const { claims, provider } = resolveChain(context, deps, route.parameter, 'retrieve')
     const upstreamTimeoutMs = context.key!.upstreamTimeoutMs ?? defaultUpstreamTimeoutMs
