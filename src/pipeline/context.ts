@@ -113,7 +113,7 @@ export class RequestContext {
     this.status = status
     this.errorCode = errorCode
     this.finishedAt = performance.now()
-    this.captureBodies = this.workspace?.captureBodies ?? false
+    this.captureBodies = this.key?.pipeline.captureBodies ?? false
     if (!this.captureBodies) this.requestBody = undefined
     this.request = undefined
     this.socketAddress = undefined
