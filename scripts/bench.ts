@@ -25,7 +25,7 @@ after round, prints a Markdown table and writes bench/results/latest.json.
                  the burst stream throughput more than 5% below it
   --floor-parts  only the floor's price list: floor variants each leaving one mandatory part out,
                  beside the bare hop at c=64 (scripts/bench/floor-parts.ts)
-  --rounds N     rounds per scenario, default 2
+  --rounds N     rounds per scenario, default 2 (4 with --baseline)
   --round-ms N   length of one system's turn in a round, default 2500
   --soak N       requests of the memory soak, default 1000000
   --only TEXT    run only the scenarios whose name contains TEXT (profiling; the budget needs all)
@@ -44,7 +44,8 @@ const argument = (name: string, fallback: number) => {
   return index === -1 ? fallback : Number(process.argv[index + 1])
 }
 const roundMs = argument('round-ms', 2500)
-const rounds = argument('rounds', 2)
+/** Rounds per scenario: 2, or 4 beside a baseline (two turns each in each place: its lines are within 5%). */
+const rounds = argument('rounds', process.argv.includes('--baseline') ? 4 : 2)
 const soakTotal = argument('soak', 1_000_000)
 const clockTicks = 100 // getconf CLK_TCK on Linux
 const baselineIndex = process.argv.indexOf('--baseline')
@@ -122,8 +123,14 @@ async function measure(name: string, systems: Record<string, SystemTarget>, conc
     if (system === 'router') routerRequestsSent += warm.sent
   }
   const routerWindows: [number, number][] = []
+  const order = Object.entries(systems)
   for (let round = 0; round < rounds; round++) {
-    for (const [system, target] of Object.entries(systems)) {
+    // The router and the baseline swap places every round, so neither always runs right after the
+    // same system (what the one before leaves behind, a warm cache or a collection due, is shared).
+    const routerAt = order.findIndex(([system]) => system === 'router')
+    const baselineAt = order.findIndex(([system]) => system === 'baseline')
+    if (round > 0 && routerAt !== -1 && baselineAt !== -1) [order[routerAt], order[baselineAt]] = [order[baselineAt]!, order[routerAt]!]
+    for (const [system, target] of order) {
       const cpuBefore = target.pid ? cpuMicros(target.pid) : 0
       const from = performance.now()
       const result = await load({ ...target, concurrency, durationMs: roundMs, stream })
