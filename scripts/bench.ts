@@ -309,8 +309,9 @@ async function main() {
     // The baseline first: its install (a fresh worktree) must not overlap the current router's measurements.
     let baseline: Awaited<ReturnType<typeof startBaseline>> | undefined
     if (baselineRef) {
-      // Its own install (the ref's lock file): not skipped like the current router's.
-      const { RT_SKIP_INSTALL: _skip, ...baselineEnvironment } = { ...process.env, PORT: '0', ...gatewayEnvironment }
+      // Its own install (the ref's lock file): not skipped like the current router's. It logs its
+      // collections too (read by no one): the log costs CPU, and both routers must pay it alike.
+      const { RT_SKIP_INSTALL: _skip, ...baselineEnvironment } = { ...process.env, PORT: '0', BUN_JSC_logGC: '1', ...gatewayEnvironment }
       baseline = await startBaseline(baselineRef, baselineEnvironment, scratch, children)
       removeWorktree = baseline.remove
       process.stderr.write(`bench: baseline ${baselineRef} (${baseline.commit}) listening\n`)

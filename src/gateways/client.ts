@@ -129,12 +129,12 @@ export class UpstreamClient {
       for (const name in auth) built.set(name, auth[name]!)
       headers = built
     } else headers = hasBody && provider.postHeaders ? provider.postHeaders[call.stream ? 'stream' : 'json'] : authHeaders(provider, accept, hasBody)
-    const init: RequestInit & { duplex?: 'half' } = { method: call.method ?? (hasBody ? 'POST' : 'GET'), headers, signal: call.signal }
-    if (call.bytes !== undefined) {
-      init.body = call.bytes
-      if (call.bytes instanceof ReadableStream) init.duplex = 'half'
-    } else if (call.body !== undefined) init.body = JSON.stringify(omitParameters(call.body, provider))
-    return this.fetch(provider.baseUrl + call.path, init)
+    const method = call.method ?? (hasBody ? 'POST' : 'GET')
+    const url = provider.baseUrl + call.path
+    // One object literal per shape (no property added after the fact): the hot path is a POST of bytes or JSON.
+    if (call.bytes instanceof ReadableStream) return this.fetch(url, { method, headers, body: call.bytes, signal: call.signal, duplex: 'half' } as RequestInit)
+    const body = call.bytes ?? (call.body !== undefined ? JSON.stringify(omitParameters(call.body, provider)) : undefined)
+    return this.fetch(url, { method, headers, body, signal: call.signal })
   }
 
   /**
