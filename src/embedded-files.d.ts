@@ -12,6 +12,10 @@ declare module '*.css' {
   const path: string
   export default path
 }
+declare module '*.svg' {
+  const text: string
+  export default text
+}
 declare module '*.png' {
   const path: string
   export default path

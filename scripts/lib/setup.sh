@@ -8,8 +8,9 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 
 bun_version="1.4.5"
-# `production` (start, cli, mock-gateway, bench: what the service runs) or `full` (test: the dev
-# dependencies too, ~250 MB against ~85 MB).
+# `production` (start, cli, mock-gateway: what the service runs), `dev` (benchmark: the dev
+# dependencies too, for its micro-benchmark library) or `full` (test: the dev dependencies and the
+# test browser; ~250 MB against ~85 MB).
 install_mode="${install_mode:-production}"
 # --help needs Bun but never the dependencies (the caller's arguments are visible when sourced).
 for argument in "$@"; do
@@ -56,10 +57,10 @@ install_test_browser() {
 # Written after a full install; node_modules/ going away takes it along.
 full_install_marker="$repo_root/node_modules/.router-full-install"
 if [ "${RT_SKIP_INSTALL:-0}" != "1" ]; then
-  if [ "$install_mode" = "full" ]; then
+  if [ "$install_mode" = "full" ] || [ "$install_mode" = "dev" ]; then
     bun install --frozen-lockfile >&2
     touch "$full_install_marker"
-    install_test_browser
+    if [ "$install_mode" = "full" ]; then install_test_browser; fi
   elif [ -f "$full_install_marker" ]; then
     # A full install (scripts/test) is already here, and the production packages are a subset of
     # it: keep it whole rather than prune the dev packages the next test run would put back. The

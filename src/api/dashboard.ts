@@ -6,6 +6,7 @@
  */
 import { Elysia } from 'elysia'
 import dashboardPage from '../dashboard/index.html'
+import favicon from '../dashboard/favicon.svg' with { type: 'text' }
 import type { AppDeps } from './deps'
 import type { Config } from '../config/env'
 import { managementAuth } from './admin/auth'
@@ -43,8 +44,10 @@ export function modelMap(deps: AppDeps) {
 }
 
 /** Bun.serve's routes for the dashboard page and its bundled assets: on the app role only (CONTRACT §2). */
-export function dashboardPageRoutes(config: Pick<Config, 'role'>): Record<string, typeof dashboardPage> {
-  return config.role === 'all' || config.role === 'app' ? { '/': dashboardPage } : {}
+export function dashboardPageRoutes(config: Pick<Config, 'role'>): Record<string, typeof dashboardPage | Response> {
+  if (config.role !== 'all' && config.role !== 'app') return {}
+  // The page names its icon; a browser that asks for /favicon.ico on its own gets the same one, not a 404.
+  return { '/': dashboardPage, '/favicon.ico': new Response(favicon, { headers: { 'content-type': 'image/svg+xml', 'cache-control': 'public, max-age=86400' } }) }
 }
 
 const data = <T>(value: T) => ({ data: value })

@@ -57,8 +57,14 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
   }
 
   test('sign in, add provider keys and a key, send a request, find it in the explorer and the chart; screenshots of every page', async () => {
-    const { page, errors, blocked } = await open()
+    const { page, errors, blocked, notFound } = await open()
     await page.getByLabel('Management key').waitFor()
+    // The icon the page names, and the one a browser asks for on its own, are there (no 404).
+    const icon = await page.evaluate(() => (document.querySelector('link[rel=icon]') as HTMLLinkElement | null)?.href ?? 'no icon link')
+    for (const address of [icon, `${server.rootUrl}/favicon.ico`]) {
+      const response = await fetch(address)
+      expect([address, response.status, response.headers.get('content-type') ?? '']).toEqual([address, 200, expect.stringContaining('image/svg+xml')])
+    }
     // The page loads in under 300 ms (issue: "pages load in under 300 ms on this machine"), again on a reload.
     const loadMs = () => page.evaluate(() => (performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming).loadEventEnd)
     expect(await loadMs()).toBeLessThan(300)
@@ -176,6 +182,8 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     // The one console line is the browser's own report of the refused rule's 400.
     expect(errors).toEqual([expect.stringMatching(/status of 400 .*\/api\/v1\/keys\/[0-9a-f-]+\/routing/)])
     expect(blocked).toEqual([])
+    // Nothing the page or the browser asked for on its own is missing (the favicon included).
+    expect(notFound).toEqual([])
   }, 30_000)
 
   test('a wrong key is refused with the API\'s message and nothing is kept', async () => {
@@ -189,7 +197,7 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
   }, 30_000)
 
   test('every page at phone width, usable from the keyboard', async () => {
-    const { page, errors, blocked } = await open('phone')
+    const { page, errors, blocked, notFound } = await open('phone')
     await page.getByLabel('Management key').waitFor()
     await saveScreenshot(page, 'dashboard-signin-phone')
     // Keyboard only: the key field has the focus; Enter signs in.
@@ -217,6 +225,8 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await saveScreenshot(page, 'dashboard-key-phone')
     expect(errors).toEqual([])
     expect(blocked).toEqual([])
+    // Nothing the page or the browser asked for on its own is missing (the favicon included).
+    expect(notFound).toEqual([])
   }, 30_000)
 
   test('a read-only key sees every page and no write control', async () => {

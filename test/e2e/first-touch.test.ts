@@ -171,6 +171,8 @@ describe('installs', () => {
       // drizzle-kit and the SDKs are dev dependencies only (typescript is not: Elysia peers on it).
       expect(existsSync(join(root, 'node_modules/drizzle-kit'))).toBe(false)
       expect(existsSync(join(root, 'node_modules/openai'))).toBe(false)
+      // The benchmarks' library is not the service's.
+      expect(existsSync(join(root, 'node_modules/mitata'))).toBe(false)
       expect(await first.stop()).toBe(0)
 
       // The set-up of scripts/test: everything, dev packages too.

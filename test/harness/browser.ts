@@ -67,6 +67,8 @@ export interface OpenedPage {
   errors: string[]
   /** URLs of requests to hosts other than loopback, which were aborted. */
   blocked: string[]
+  /** `<status> <url>` of the page's own requests answered 404 (a missing asset, such as a favicon the browser asks for on its own). */
+  notFound: string[]
   /** Closes the page's context. */
   close(): Promise<void>
 }
@@ -81,6 +83,7 @@ export async function openPage(browser: Browser, url?: string, size: ViewportNam
   const context = await browser.newContext({ ...viewports[size] })
   const errors: string[] = []
   const blocked: string[] = []
+  const notFound: string[] = []
   // Only requests to other hosts are intercepted: the page's own go straight through (intercepting
   // every request made Playwright, under Bun, now and then lose track of a response object).
   await context.route(
@@ -103,8 +106,11 @@ export async function openPage(browser: Browser, url?: string, size: ViewportNam
     errors.push(`console.error: ${message.text()}${source ? ` (${source})` : ''}`)
   })
   page.on('pageerror', (error) => errors.push(`pageerror: ${error.message}`))
+  page.on('response', (response) => {
+    if (response.status() === 404) notFound.push(`404 ${response.url()}`)
+  })
   if (url) await page.goto(url)
-  return { page, context, errors, blocked, close: () => context.close() }
+  return { page, context, errors, blocked, notFound, close: () => context.close() }
 }
 
 /** A full-page PNG at test/artifacts/<name> (.png added when missing); returns its path. */
