@@ -7,7 +7,7 @@
  *
  * The cap costs nothing by itself: memory goes with each request actually open, about 22 KB of RSS
  * per open stream through the router, client and upstream sockets included (9,900 open streams:
- * 285 MB against 70 MB idle; README "Operating it"). The real bound is the open-file limit, two
+ * 285 MB against 70 MB idle; docs/OPERATING.md). The real bound is the open-file limit, two
  * descriptors per stream, which scripts/start raises to the hard limit.
  */
 export const wantedUpstreamConcurrency = 65_535

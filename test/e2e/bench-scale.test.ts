@@ -1,6 +1,6 @@
 /**
  * The scale curves (`bun run bench --scale`, bench/scale.ts) keep running as the storage changes:
- * here capped at 10⁴ rows and 300 ms load windows so the suite stays quick; the README's table comes
+ * here capped at 10⁴ rows and 300 ms load windows so the suite stays quick; the table in docs/PERFORMANCE.md comes
  * from the full run.
  */
 import { expect, test } from 'bun:test'

@@ -1,7 +1,7 @@
 /**
  * Batch notifications (SPEC "Batch webhook", "Batch notifications"; CONTRACT §5 `key webhook`,
  * `key notify-email`, `jobs run webhooks`): a real webhook receiver on 127.0.0.1 that verifies the
- * signature as the README shows, a real SMTP server process-side (the smtp-server package) that
+ * signature as docs/FEATURES.md shows, a real SMTP server process-side (the smtp-server package) that
  * receives the e-mail; a failed delivery retried on the next two runs with the same delivery id and
  * then dropped; a redirect is a failure and is not followed; an SMTP server that is down never
  * changes the batch.
@@ -18,7 +18,7 @@ import { addMember } from '../../src/management/workspaces'
 
 const model = 'openai/gpt-4o-mini'
 
-/** The receiver's check, as the README shows it: HMAC over `t.body`, 300 s tolerance, constant time. */
+/** The receiver's check, as docs/FEATURES.md shows it: HMAC over `t.body`, 300 s tolerance, constant time. */
 function verifySignature(secret: string, header: string | null, rawBody: string, nowSeconds = Math.floor(Date.now() / 1000)): boolean {
   const parts = Object.fromEntries((header ?? '').split(',').map((part) => part.split('=', 2) as [string, string]))
   const timestamp = Number(parts.t)
