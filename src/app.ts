@@ -13,6 +13,8 @@ import { describeViolation } from './management/schemas'
 import { internalRoutes } from './api/internal'
 import { jsonResponse as json } from './api/json-response'
 import { isReadonlyDatabaseError } from './cluster/writer'
+import { recordPeer } from './api/peer-address'
+import { writesByRoute } from './api/admin/auth'
 
 
 
@@ -90,6 +92,7 @@ export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
     if (servesProxy && isInferencePath(request.url)) {
       return handleProxyRequest(request, deps, () => server.requestIP(request)?.address)
     }
+    recordPeer(request, () => server.requestIP(request)?.address)
     return app.handle(request)
   }
 }
@@ -101,9 +104,10 @@ export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
 export function isReplicaWrite(request: Request): boolean {
   const url = request.url
   const pathStart = url.indexOf('/', url.indexOf('//') + 2)
-  const method = request.method
-  if (url.startsWith('/api/v1/', pathStart) || url.startsWith('/dashboard/api/', pathStart)) return method !== 'GET' && method !== 'HEAD' && method !== 'OPTIONS'
-  return url.startsWith('/v1/batches', pathStart) && (url.length === pathStart + 11 || '/?'.includes(url[pathStart + 11]!))
+  const queryStart = url.indexOf('?', pathStart)
+  const path = url.slice(pathStart, queryStart === -1 ? undefined : queryStart)
+  if (path.startsWith('/api/v1/') || path.startsWith('/dashboard/api/')) return writesByRoute(request.method, path)
+  return path === '/v1/batches' || path.startsWith('/v1/batches/')
 }
 
 /**

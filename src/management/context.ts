@@ -18,6 +18,10 @@ export interface ManagementDeps {
 export interface Actor {
   workspaceId: string
   readOnly: boolean
+  /** Who it is, for the audit log: a management key (its id and display prefix), or the operator CLI. */
+  kind: 'management_key' | 'cli'
+  id?: string
+  prefix?: string
 }
 
 export function assertCanWrite(actor: Actor) {

@@ -240,6 +240,40 @@ export const AccountOutput = Type.Object({
   members: Type.Object({ total: Type.Integer() }),
 })
 
+/** GET /audit's query (CONTRACT §12): checked by the rule, which names the bad field. */
+export const AuditQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.String({ description: 'Events per page, 1 to 100 (default 50).' })),
+    after: Type.Optional(Type.String({ description: 'An event id (a page\'s `last_id`): the events older than it.' })),
+    action: Type.Optional(Type.String({ description: 'Only this operation, e.g. keys.create, routing.set, providers.delete.' })),
+    target_id: Type.Optional(Type.String({ description: 'Only the events about this object.' })),
+  },
+  { additionalProperties: true },
+)
+
+export const AuditEventOutput = Type.Object({
+  id: Type.String(),
+  time: Type.String({ description: 'ISO 8601.' }),
+  workspace_id: Type.String(),
+  actor: Type.Object({
+    kind: Type.String({ description: '`management_key` or `cli` (the operator CLI).' }),
+    id: Type.Union([Type.String(), Type.Null()]),
+    prefix: Type.Union([Type.String(), Type.Null()]),
+  }),
+  via: Type.String({ description: '`rest`, `mcp`, `cli` or `dashboard`.' }),
+  action: Type.String({ description: 'The operation, e.g. `keys.create`.' }),
+  target: Type.Object({ type: Type.String(), id: Type.String() }),
+  changes: Type.Unknown({ description: 'The fields the write set; secrets and key values are "[redacted]".' }),
+  caller_ip: Type.Union([Type.String(), Type.Null()]),
+  request_id: Type.Union([Type.String(), Type.Null()]),
+})
+
+export const AuditListOutput = Type.Object({
+  data: Type.Array(AuditEventOutput),
+  has_more: Type.Boolean(),
+  last_id: Type.Union([Type.String(), Type.Null()]),
+})
+
 /** The `{error}` envelope of one status, with what that status means on the route that answers it. */
 export const errorOutput = (description: string) => Type.Object({ error: Type.String(), code: Type.Optional(Type.String()) }, { description })
 

@@ -116,7 +116,7 @@ export function authenticateManagementKey(deps: Pick<ManagementDeps, 'repositori
   if (!token || !token.startsWith(managementKeyPrefix)) return undefined
   const hash = hashSecret(token)
   for (const row of deps.repositories.workspaces.findManagementKeysByPrefix(displayPrefix(token, managementKeyPrefix))) {
-    if (hashesEqual(row.secretHash, hash)) return { workspaceId: row.workspaceId, readOnly: row.readOnly }
+    if (hashesEqual(row.secretHash, hash)) return { workspaceId: row.workspaceId, readOnly: row.readOnly, kind: 'management_key', id: row.id, prefix: row.prefix }
   }
   return undefined
 }

@@ -19,6 +19,7 @@ import m0006 from '../../db/migrations/0006_sticky_nova.sql' with { type: 'text'
 import m0007 from '../../db/migrations/0007_blue_prism.sql' with { type: 'text' }
 import m0008 from '../../db/migrations/0008_light_wong.sql' with { type: 'text' }
 import m0009 from '../../db/migrations/0009_daffy_outlaw_kid.sql' with { type: 'text' }
+import m0010 from '../../db/migrations/0010_wise_whizzer.sql' with { type: 'text' }
 
 /** Each migration's SQL by its journal tag. */
 export const migrationTexts: Readonly<Record<string, string>> = {
@@ -32,6 +33,7 @@ export const migrationTexts: Readonly<Record<string, string>> = {
   '0007_blue_prism': m0007,
   '0008_light_wong': m0008,
   '0009_daffy_outlaw_kid': m0009,
+  '0010_wise_whizzer': m0010,
 }
 
 /** What drizzle's migrator applies, one entry per journal entry (drizzle-orm/migrator's MigrationMeta). */

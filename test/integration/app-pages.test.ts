@@ -53,11 +53,11 @@ describe('app host pages outside /api/v1', () => {
     const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1]!)
     expect(assets.length).toBeGreaterThanOrEqual(2)
     for (const asset of assets) {
-      // Relative to this origin: the page loads nothing from elsewhere.
+      // Relative to this origin (the script, the stylesheet, the icon): the page loads nothing from elsewhere.
       expect(asset.startsWith('/')).toBe(true)
       const loaded = await fetch(`${server.rootUrl}${asset}`)
       expect(loaded.status).toBe(200)
-      expect(loaded.headers.get('content-type')).toMatch(/javascript|css/)
+      expect(loaded.headers.get('content-type')).toMatch(/javascript|css|image\/svg\+xml/)
       const text = await loaded.text()
       expect(text).not.toMatch(/https?:\/\/(?!127\.0\.0\.1|localhost|www\.w3\.org)[a-z0-9.-]+\.[a-z]{2,}\/[^"'\s]*\.(js|css|woff2?)/i)
     }

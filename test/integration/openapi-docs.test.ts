@@ -158,7 +158,7 @@ describe('GET /api/v1/openapi.json', () => {
   test('every operation has responses: a success, and each error status with the {error} envelope', async () => {
     await using server = await startTestServer()
     const operations = operationsOf(await fetchDocument(server))
-    expect(operations.length).toBe(17)
+    expect(operations.length).toBe(18)
     for (const { method, path, operation } of operations) {
       const statuses = Object.keys(operation.responses ?? {})
       expect([method, path, statuses.some((status) => status.startsWith('2'))]).toEqual([method, path, true])
@@ -194,6 +194,8 @@ describe('GET /api/v1/openapi.json', () => {
       'GET /usage/series': ['200', '400', '401', '404'],
       'GET /usage/breakdown': ['200', '400', '401', '404'],
       'GET /account': ['200', '401'],
+      // CONTRACT §12: the audit log, readable with a read-only key.
+      'GET /audit': ['200', '400', '401'],
     })
   })
 

@@ -10,7 +10,9 @@ import type { AppDeps } from '../deps'
 import { ManagementError, messages } from '../../management/errors'
 import { authenticateManagementKey, bearerToken } from '../../management/workspaces'
 import type { Actor } from '../../management/context'
-import { listTools, mcpTools } from './tools'
+import { listTools, toolOperation } from './tools'
+import { perform } from '../../management/audit'
+import { managementCaller } from '../admin'
 import { readBodyWithin } from '../../pipeline/read-body'
 import { isReadonlyDatabaseError, ReplicaWriteError } from '../../cluster/writer'
 
@@ -66,20 +68,20 @@ function isRequest(value: unknown): value is JsonRpcRequest {
   return true
 }
 
-async function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
+async function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest, httpRequest: Request) {
   const id = request.id ?? null
   const params = (request.params ?? {}) as Record<string, unknown>
   const name = params.name
   if (typeof name !== 'string') return rpcError(id, -32602, 'Invalid params: tools/call needs a tool name.')
-  const tool = Object.hasOwn(mcpTools, name) ? mcpTools[name] : undefined
-  if (!tool) return rpcError(id, -32602, `Unknown tool: ${name.slice(0, 100)}`)
+  const operation = toolOperation(name)
+  if (!operation?.mcp) return rpcError(id, -32602, `Unknown tool: ${name.slice(0, 100)}`)
   const input = params.arguments ?? {}
   const failure = (text: string) => ({ jsonrpc: '2.0' as const, id, result: { content: [{ type: 'text', text }], isError: true } })
   if (typeof input !== 'object' || input === null || Array.isArray(input)) return failure('Invalid arguments: expected an object.')
-  if (tool.write && actor.readOnly) return failure(messages.readOnly)
+  if (operation.access === 'write' && actor.readOnly) return failure(messages.readOnly)
   try {
     // Usage tools answer from the read thread: awaited, so their errors land here too.
-    const result = await tool.run(deps, actor, input as Record<string, unknown>)
+    const result = await perform(deps, managementCaller(deps, actor, 'mcp', httpRequest), operation, operation.mcp.from(input as Record<string, unknown>))
     return { jsonrpc: '2.0' as const, id, result: { content: [{ type: 'text', text: JSON.stringify(result) }] } }
   } catch (error) {
     if (error instanceof ManagementError) return failure(error.message)
@@ -93,10 +95,10 @@ async function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
 function writesOnCall(message: JsonRpcRequest): boolean {
   if (message.method !== 'tools/call') return false
   const name = (message.params as { name?: unknown } | undefined)?.name
-  return typeof name === 'string' && Object.hasOwn(mcpTools, name) && mcpTools[name]!.write
+  return typeof name === 'string' && toolOperation(name)?.access === 'write'
 }
 
-function dispatch(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
+function dispatch(deps: AppDeps, actor: Actor, request: JsonRpcRequest, httpRequest: Request) {
   const id = request.id ?? null
   switch (request.method) {
     case 'initialize':
@@ -115,7 +117,7 @@ function dispatch(deps: AppDeps, actor: Actor, request: JsonRpcRequest) {
     case 'tools/list':
       return { jsonrpc: '2.0' as const, id, result: { tools: listTools() } }
     case 'tools/call':
-      return callTool(deps, actor, request)
+      return callTool(deps, actor, request, httpRequest)
     default:
       return rpcError(id, -32601, `Method not found: ${request.method.slice(0, 100)}`)
   }
@@ -162,7 +164,7 @@ export async function handleMcp(deps: AppDeps, request: Request): Promise<Respon
   // A LiteFS replica replays a POST that calls a write tool on the primary, whole (CONTRACT §10).
   if (deps.writer.replica && (messagesIn as JsonRpcRequest[]).some((message) => writesOnCall(message))) return deps.writer.replay()!
   // Notifications (no id) get no response object; a POST of only notifications answers 202.
-  const responses = await Promise.all((messagesIn as JsonRpcRequest[]).filter((message) => message.id !== undefined).map((message) => dispatch(deps, actor, message)))
+  const responses = await Promise.all((messagesIn as JsonRpcRequest[]).filter((message) => message.id !== undefined).map((message) => dispatch(deps, actor, message, request)))
   if (responses.length === 0) return reply(202, undefined)
   return reply(200, batch ? responses : responses[0])
 }

@@ -7,6 +7,7 @@ import { createRequestLogRepository } from './request-logs'
 import { createGatewayCatalogRepository } from './gateway-catalogs'
 import { createBatchRepository } from './batches'
 import { createJobLeaseRepository } from './job-leases'
+import { createAuditEventRepository } from './audit-events'
 
 export interface Repositories {
   workspaces: ReturnType<typeof createWorkspaceRepository>
@@ -16,6 +17,13 @@ export interface Repositories {
   gatewayCatalogs: ReturnType<typeof createGatewayCatalogRepository>
   batches: ReturnType<typeof createBatchRepository>
   jobLeases: ReturnType<typeof createJobLeaseRepository>
+  auditEvents: ReturnType<typeof createAuditEventRepository>
+  /**
+   * Runs `write` in one transaction (a savepoint inside another): a management operation's writes
+   * and its audit event commit together or not at all. When it throws, the snapshot is rebuilt from
+   * the database: a write it already heard of was rolled back.
+   */
+  transaction<T>(write: () => T): T
 }
 
 /**
@@ -40,5 +48,15 @@ export function createRepositories(storage: Storage, onWrite: (change?: ConfigCh
     batches: createBatchRepository(storage.db),
     // Not configuration: a lease changes nothing a request reads, so no config-version bump.
     jobLeases: createJobLeaseRepository(storage.db),
+    // Not configuration: an event changes nothing a request reads.
+    auditEvents: createAuditEventRepository(storage.db),
+    transaction(write) {
+      try {
+        return storage.sqlite.transaction(write)()
+      } catch (error) {
+        onWrite()
+        throw error
+      }
+    },
   }
 }

@@ -1,0 +1,188 @@
+/**
+ * The audit log (CONTRACT §12): every management write through REST and MCP appends one event in
+ * the write's own transaction — who (the management key's id and prefix), through which door, which
+ * operation on which object, what it set with secrets and key values "[redacted]", the caller's
+ * address and a request id — and a refused or failed write appends none. Read back newest first with
+ * GET /api/v1/audit (limit, after, action, target_id; read-only keys may read) and the MCP tool
+ * list_audit_events, only ever the caller's own workspace.
+ */
+import { describe, expect, test } from 'bun:test'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { startTestServer, type TestServer } from '../harness/server'
+import { createManagementKey, createWorkspace } from '../../src/management/workspaces'
+
+async function audit(server: TestServer, query = '', key?: string | null) {
+  const result = await server.call('GET', `/api/v1/audit${query}`, undefined, key)
+  return result
+}
+
+async function mcpClient(server: TestServer, key: string) {
+  const client = new Client({ name: 'audit-tests', version: '0.0.0' })
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.rootUrl}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${key}` } } }))
+  return client
+}
+
+const providerSecret = 'sk-audit-upstream-Zq7vX2mB9kLp4RtY'
+
+describe('audit events of REST writes', () => {
+  test('a write appends one event: actor, via, action, target, changes with the secret redacted, caller address, request id', async () => {
+    await using server = await startTestServer()
+    const created = await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: providerSecret, label: 'main' })
+    expect(created.status).toBe(201)
+    const listed = await audit(server)
+    expect(listed.status).toBe(200)
+    expect(listed.body.has_more).toBe(false)
+    expect(listed.body.data).toHaveLength(1)
+    const event = listed.body.data[0]
+    const managementKeyRow = server.runtime.repositories.workspaces.listManagementKeys(server.workspaceId)[0]!
+    expect(event).toMatchObject({
+      workspace_id: server.workspaceId,
+      actor: { kind: 'management_key', id: managementKeyRow.id, prefix: managementKeyRow.prefix },
+      via: 'rest',
+      action: 'providers.create',
+      target: { type: 'provider_key', id: created.body.data.id },
+      changes: { gateway: 'openai', key: '[redacted]', label: 'main' },
+      caller_ip: '127.0.0.1',
+    })
+    expect(event.request_id).toMatch(/^[0-9a-f-]{36}$/)
+    expect(Date.parse(event.time)).toBeGreaterThan(Date.now() - 60_000)
+    expect(listed.body.last_id).toBe(event.id)
+    expect(JSON.stringify(listed.body)).not.toContain(providerSecret)
+  })
+
+  test("each write operation names itself; a new key's secret never appears in the log", async () => {
+    await using server = await startTestServer()
+    const provider = (await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: providerSecret })).body.data
+    const key = (await server.call('POST', '/api/v1/keys', { name: 'app', routing: { targets: [{ provider_key_id: provider.id }] } })).body.data
+    expect((await server.call('PATCH', `/api/v1/keys/${key.id}`, { label: 'renamed', steering_message: 'Be brief.' })).status).toBe(200)
+    expect((await server.call('PUT', `/api/v1/keys/${key.id}/routing`, { strategy: 'priority', targets: [{ provider_key_id: provider.id }] })).status).toBe(200)
+    expect((await server.call('PATCH', `/api/v1/providers/${provider.id}`, { label: 'main' })).status).toBe(200)
+    expect((await server.call('DELETE', `/api/v1/keys/${key.id}`)).status).toBe(200)
+    expect((await server.call('DELETE', `/api/v1/providers/${provider.id}`)).status).toBe(200)
+    // Reads leave no event.
+    expect((await server.call('GET', '/api/v1/keys')).status).toBe(200)
+    expect((await server.call('GET', '/api/v1/account')).status).toBe(200)
+
+    const events = (await audit(server)).body.data as any[]
+    expect(events.map((event) => [event.action, event.target.type, event.target.id])).toEqual([
+      ['providers.delete', 'provider_key', provider.id],
+      ['keys.revoke', 'inference_key', key.id],
+      ['providers.update', 'provider_key', provider.id],
+      ['routing.set', 'inference_key', key.id],
+      ['keys.update', 'inference_key', key.id],
+      ['keys.create', 'inference_key', key.id],
+      ['providers.create', 'provider_key', provider.id],
+    ])
+    expect(events.find((event) => event.action === 'keys.update').changes).toEqual({ label: 'renamed', steering_message: 'Be brief.' })
+    expect(events.find((event) => event.action === 'keys.revoke').changes).toEqual({ revoked: true })
+    const text = JSON.stringify(events)
+    expect(text).not.toContain(key.key)
+    expect(text).not.toContain(providerSecret)
+  })
+
+  test('a refused write appends nothing: invalid input, unknown object, a read-only key', async () => {
+    await using server = await startTestServer()
+    const readOnly = createManagementKey(server.runtime, server.workspaceId, true)
+    expect((await server.call('POST', '/api/v1/providers', { gateway: 'no-such-gateway', key: 'x' })).status).toBe(400)
+    expect((await server.call('PATCH', `/api/v1/keys/${crypto.randomUUID()}`, { label: 'x' })).status).toBe(404)
+    expect((await server.call('POST', '/api/v1/keys', { name: 'x', routing: { targets: [{ provider_key_id: crypto.randomUUID() }] } })).status).toBe(400)
+    expect((await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: providerSecret }, readOnly.key)).status).toBe(403)
+    expect((await audit(server)).body).toEqual({ data: [], has_more: false, last_id: null })
+  })
+
+  test('a write whose event cannot be written is rolled back whole', async () => {
+    await using server = await startTestServer()
+    server.runtime.storage.sqlite.exec('alter table audit_events rename to audit_events_away')
+    const refused = await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: providerSecret })
+    expect(refused.status).toBe(500)
+    server.runtime.storage.sqlite.exec('alter table audit_events_away rename to audit_events')
+    expect((await server.call('GET', '/api/v1/providers')).body.data).toEqual([])
+  })
+})
+
+describe('audit events of MCP writes', () => {
+  test("a tool's write is an event via mcp; a read-only key's refused write leaves none", async () => {
+    await using server = await startTestServer()
+    const client = await mcpClient(server, server.managementKey)
+    try {
+      const result = (await client.callTool({ name: 'create_provider_key', arguments: { gateway: 'openai', key: providerSecret, label: 'from mcp' } })) as any
+      expect(result.isError).not.toBe(true)
+      const provider = JSON.parse(result.content[0].text)
+      const events = (await audit(server)).body.data
+      expect(events).toHaveLength(1)
+      expect(events[0]).toMatchObject({ via: 'mcp', action: 'providers.create', target: { type: 'provider_key', id: provider.id }, changes: { key: '[redacted]', label: 'from mcp' } })
+    } finally {
+      await client.close()
+    }
+    const readOnly = await mcpClient(server, createManagementKey(server.runtime, server.workspaceId, true).key)
+    try {
+      const refused = (await readOnly.callTool({ name: 'create_provider_key', arguments: { gateway: 'openai', key: providerSecret } })) as any
+      expect(refused.isError).toBe(true)
+      // A read-only key reads the log.
+      const page = JSON.parse(((await readOnly.callTool({ name: 'list_audit_events', arguments: { limit: 10 } })) as any).content[0].text)
+      expect(page.data).toHaveLength(1)
+      expect(page.data[0].via).toBe('mcp')
+    } finally {
+      await readOnly.close()
+    }
+  })
+
+  test('the tools carry the MCP annotations of their operation', async () => {
+    await using server = await startTestServer()
+    const client = await mcpClient(server, server.managementKey)
+    try {
+      const { tools } = await client.listTools()
+      const byName = Object.fromEntries(tools.map((tool) => [tool.name, tool.annotations]))
+      expect(byName.list_api_keys).toMatchObject({ readOnlyHint: true, destructiveHint: false, idempotentHint: true })
+      expect(byName.create_api_key).toMatchObject({ readOnlyHint: false, destructiveHint: false, idempotentHint: false })
+      expect(byName.delete_provider_key).toMatchObject({ readOnlyHint: false, destructiveHint: true })
+      expect(byName.set_routing).toMatchObject({ readOnlyHint: false, destructiveHint: true, idempotentHint: true })
+      expect(byName.list_audit_events).toMatchObject({ readOnlyHint: true })
+    } finally {
+      await client.close()
+    }
+  })
+})
+
+describe('GET /api/v1/audit', () => {
+  test('newest first, in pages (limit, after, has_more, last_id), filtered by action and target_id', async () => {
+    await using server = await startTestServer()
+    const providers: string[] = []
+    for (let index = 0; index < 5; index++) providers.push((await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: `${providerSecret}-${index}`, label: `p${index}` })).body.data.id)
+    expect((await server.call('PATCH', `/api/v1/providers/${providers[2]}`, { label: 'changed' })).status).toBe(200)
+
+    const first = (await audit(server, '?limit=2')).body
+    expect(first.data.map((event: any) => event.action)).toEqual(['providers.update', 'providers.create'])
+    expect(first.has_more).toBe(true)
+    const second = (await audit(server, `?limit=2&after=${first.last_id}`)).body
+    expect(second.data.map((event: any) => event.target.id)).toEqual([providers[3], providers[2]])
+    const rest = (await audit(server, `?limit=10&after=${second.last_id}`)).body
+    expect(rest.data.map((event: any) => event.target.id)).toEqual([providers[1], providers[0]])
+    expect(rest.has_more).toBe(false)
+
+    expect((await audit(server, '?action=providers.update')).body.data).toHaveLength(1)
+    const aboutOne = (await audit(server, `?target_id=${providers[2]}`)).body.data
+    expect(aboutOne.map((event: any) => event.action)).toEqual(['providers.update', 'providers.create'])
+  })
+
+  test('only the caller workspace; a read-only key may read; bad limit or after is 400; no key is 401', async () => {
+    await using server = await startTestServer()
+    expect((await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: providerSecret })).status).toBe(201)
+    const other = createWorkspace(server.runtime, 'other')
+    expect((await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: providerSecret }, other.management_key)).status).toBe(201)
+    const mine = (await audit(server)).body.data
+    const theirs = (await audit(server, '', other.management_key)).body.data
+    expect(mine).toHaveLength(1)
+    expect(theirs).toHaveLength(1)
+    expect(mine[0].workspace_id).toBe(server.workspaceId)
+    expect(theirs[0].workspace_id).toBe(other.workspace.id)
+    // Another workspace's event id is not a page boundary here.
+    expect((await audit(server, `?after=${theirs[0].id}`)).status).toBe(400)
+
+    const readOnly = createManagementKey(server.runtime, server.workspaceId, true)
+    expect((await audit(server, '', readOnly.key)).body.data).toHaveLength(1)
+    for (const limit of ['0', '101', 'abc', '-1', '1.5']) expect([limit, (await audit(server, `?limit=${limit}`)).status]).toEqual([limit, 400])
+    expect((await audit(server, '', null)).status).toBe(401)
+  })
+})
