@@ -4,24 +4,19 @@
  * Bun.serve's routes) and the dashboard's own calls under /dashboard/api: the actions SPEC leaves to
  * the dashboard, behind the same management-key authentication and rules as /api/v1.
  */
-import { Elysia } from 'elysia'
+import { Elysia, type AnyElysia } from 'elysia'
 import dashboardPage from '../dashboard/index.html'
 import favicon from '../dashboard/favicon.svg' with { type: 'text' }
 import type { AppDeps } from './deps'
 import type { Config } from '../config/env'
 import { managementAuth } from './admin/auth'
-import { readManagementJson } from './admin/index'
+import { managementCaller, readManagementJson } from './admin/index'
 import { accountSnapshot } from '../management/account'
-import { rotateKey, type KeyRef } from '../management/keys'
-import { providerNotes, setProviderNotes } from '../management/providers'
-import { recentRequests } from '../management/requests'
 import { usageCosts, type PriceOf } from '../management/usage'
 import { spellingFor } from '../gateways/model-catalog'
 import type { Actor } from '../management/context'
-import { AllowedIpsInput } from '../management/schemas'
-import { Type } from '@sinclair/typebox'
-import { addMcpServer, keyNotifications, listMcpServers, removeMcpServer, setNotifyEmail, setWebhook } from '../management/key-settings'
-import { addMember, createManagementKey, setManagementKeyReadOnly, setWorkspaceSettings, workspaceOverview } from '../management/workspaces'
+import { operationList } from '../management/operations'
+import { perform } from '../management/audit'
 import { catalogStaleAfterMs } from '../gateways/model-catalog'
 import { pricingOfStoredObject } from '../gateways/model-prices'
 
@@ -58,24 +53,10 @@ export function dashboardRoutes(deps: AppDeps) {
     .use(dashboardApiRoutes(deps))
 }
 
-// The dashboard's bodies, validated like /api/v1's (a violation is a 400 naming the field).
-const RotateInput = Type.Object({ grace_seconds: Type.Optional(Type.Number()) })
-const WebhookInput = Type.Object({ url: Type.String() })
-const NotifyInput = Type.Object({ on: Type.Boolean() })
-const McpServerInput = Type.Object({ url: Type.String(), name: Type.Optional(Type.String()) })
-const WorkspaceInput = Type.Object({ allowed_ips: Type.Optional(AllowedIpsInput), steering_message: Type.Optional(Type.String()), capture_bodies: Type.Optional(Type.Boolean()) })
-const MemberInput = Type.Object({ email: Type.String() })
-const ManagementKeyInput = Type.Object({ read_only: Type.Optional(Type.Boolean()) })
-const ReadOnlyInput = Type.Object({ read_only: Type.Boolean() })
-const NotesInput = Type.Object({ notes: Type.String() })
-
-/** The dashboard's own calls. Not part of the public API: hidden from the OpenAPI document. */
+/** The dashboard's own calls: the reads it alone makes, then every call of the operation table that has one (hidden from the OpenAPI document). */
 function dashboardApiRoutes(deps: AppDeps) {
   const hidden = { detail: { hide: true } }
-  const json = { parse: ['managementJson' as const], ...hidden }
-  // A key of the signed-in workspace: another workspace's is not found, as on /api/v1.
-  const keyOf = (actor: Actor, id: string): KeyRef => ({ id, workspaceId: actor.workspaceId })
-  return new Elysia({ prefix: '/dashboard/api', name: 'dashboard-api', normalize: false })
+  let routes: AnyElysia = new Elysia({ prefix: '/dashboard/api', name: 'dashboard-api', normalize: false })
     .parser('managementJson', readManagementJson)
     .use(managementAuth(deps))
     // Who signed in: the workspace and whether the key may write (a read-only key sees no write control).
@@ -91,34 +72,17 @@ function dashboardApiRoutes(deps: AppDeps) {
       }
       return data(await usageCosts(deps, actor, { range: search.get('range') ?? undefined, api_key_id: ids.length ? ids : undefined }, priceOf))
     }, hidden)
-    .get('/requests', async ({ actor, request }) => {
-      const search = new URL(request.url).searchParams
-      const text = (name: string) => search.get(name) ?? undefined
-      return data(await recentRequests(deps, actor, { range: text('range'), api_key_id: text('api_key_id'), status: text('status'), model: text('model') }))
-    }, hidden)
-    // Rotation with a grace window (SPEC: the previous secret keeps working until grace_until); the new key is shown once.
-    .post('/keys/:id/rotate', ({ actor, params, body }) => data(rotateKey(deps, keyOf(actor, params.id), body.grace_seconds)), { ...json, body: RotateInput })
-    // The key's notifications and MCP servers (SPEC leaves them to the dashboard).
-    .get('/keys/:id/extras', ({ actor, params }) => data({ ...keyNotifications(deps, keyOf(actor, params.id)), mcp_servers: listMcpServers(deps, keyOf(actor, params.id)).servers }), hidden)
-    // A new webhook URL, or a rotation: the signing secret is in this answer only.
-    .put('/keys/:id/webhook', async ({ actor, params, body }) => data(await setWebhook(deps, keyOf(actor, params.id), { url: body.url })), { ...json, body: WebhookInput })
-    .post('/keys/:id/webhook/rotate', async ({ actor, params }) => data(await setWebhook(deps, keyOf(actor, params.id), { rotateSecret: true })), hidden)
-    .delete('/keys/:id/webhook', async ({ actor, params }) => data(await setWebhook(deps, keyOf(actor, params.id), { clear: true })), hidden)
-    .put('/keys/:id/notify-email', ({ actor, params, body }) => data(setNotifyEmail(deps, keyOf(actor, params.id), body.on)), { ...json, body: NotifyInput })
-    .post('/keys/:id/mcp-servers', async ({ actor, params, body }) => data((await addMcpServer(deps, keyOf(actor, params.id), body.url, body.name)).servers), { ...json, body: McpServerInput })
-    .delete('/keys/:id/mcp-servers/:server', ({ actor, params }) => data(removeMcpServer(deps, keyOf(actor, params.id), params.server).servers), hidden)
-    // Provider notes: free text, dashboard-only (SPEC "Provider key").
-    .get('/providers/notes', ({ actor }) => data(providerNotes(deps, actor)), hidden)
-    .put('/providers/:id/notes', ({ actor, params, body }) => data(setProviderNotes(deps, actor, params.id, body.notes)), { ...json, body: NotesInput })
-    // The workspace: settings, members, management keys (created with the secret shown once; the
-    // read-only flag is changed here only, SPEC "Management key").
-    .get('/workspace', ({ actor }) => data(workspaceOverview(deps, actor.workspaceId)), hidden)
-    .patch(
-      '/workspace',
-      ({ actor, body }) => data(setWorkspaceSettings(deps, actor.workspaceId, { allowedIps: body.allowed_ips, steeringMessage: body.steering_message, captureBodies: body.capture_bodies })),
-      { ...json, body: WorkspaceInput },
-    )
-    .post('/workspace/members', ({ actor, body }) => data(addMember(deps, actor.workspaceId, body.email)), { ...json, body: MemberInput })
-    .post('/workspace/management-keys', ({ actor, body }) => data(createManagementKey(deps, actor.workspaceId, body.read_only ?? false)), { ...json, body: ManagementKeyInput })
-    .patch('/workspace/management-keys/:id', ({ actor, params, body }) => data(setManagementKeyReadOnly(deps, params.id, body.read_only, actor.workspaceId)), { ...json, body: ReadOnlyInput })
+  for (const operation of operationList) {
+    const binding = operation.dashboard
+    if (!binding) continue
+    // Bodies are validated like /api/v1's (a violation is a 400 naming the field).
+    const options = binding.body ? { parse: ['managementJson' as const], body: binding.body, ...hidden } : hidden
+    const handler = async (context: { actor: Actor; params: Record<string, string>; body: unknown; request: Request }) => {
+      const input = binding.input({ params: context.params, body: context.body, query: new URL(context.request.url).searchParams })
+      const result = await perform(deps, managementCaller(deps, context.actor, 'dashboard', context.request), operation, input)
+      return data(binding.output ? binding.output(result) : result)
+    }
+    routes = (routes as any)[binding.method.toLowerCase()](binding.path, handler, options)
+  }
+  return routes
 }

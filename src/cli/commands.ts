@@ -31,15 +31,24 @@ export interface CommandInput {
 
 export interface CommandSpec {
   words: readonly string[]
+  /**
+   * The management operation the command runs (management/operations.ts, by name): it runs through
+   * the same rule and audit log as REST, MCP and the dashboard, as the operator (`actor: cli`).
+   */
+  operation?: string
+  /** The operation's input from the flags. */
+  input?(flags: CommandInput): unknown
+  /** The flag that names the workspace the operator acts in (a read of one workspace: audit list). */
+  workspaceFlag?: string
   /** A positional word after the command words, with its allowed values. */
   argument?: { placeholder: string; choices: readonly string[] }
   /** The flags part of the usage line when generating it from `options` would say less. */
   synopsis?: string
   summary: string
   options: Readonly<Record<string, OptionSpec>>
-  /** Only reads: runs on a LiteFS replica too (every other command writes and is refused there). */
+  /** A command that runs no operation: only reads (runs on a LiteFS replica too), or writes. */
   reads?: true
-  run(runtime: Runtime, input: CommandInput): unknown
+  run?(runtime: Runtime, input: CommandInput): unknown
 }
 
 export class UsageError extends Error {
@@ -67,7 +76,8 @@ export const commands: readonly CommandSpec[] = [
     words: ['workspace', 'create'],
     summary: 'Creates a workspace and prints it with a new full-access management key.',
     options: { name: { kind: 'text', placeholder: 'N', required: true, description: 'the workspace name' } },
-    run: async (runtime, input) => (await import('../management/workspaces')).createWorkspace(runtime, input.text('name')!),
+    operation: 'workspaces.create',
+    input: (flags) => ({ name: flags.text('name')! }),
   },
   {
     words: ['workspace', 'set'],
@@ -79,13 +89,14 @@ export const commands: readonly CommandSpec[] = [
       'capture-bodies': { kind: 'boolean', description: 'keep request and response bodies in the request log' },
       suspended: { kind: 'boolean', description: "suspend (true) or resume (false) the workspace's inference keys" },
     },
-    run: async (runtime, input) =>
-      (await import('../management/workspaces')).setWorkspaceSettings(runtime, input.text('workspace')!, {
-        allowedIps: input.text('allowed-ips'),
-        steeringMessage: input.text('steering-message'),
-        captureBodies: input.flag('capture-bodies'),
-        suspended: input.flag('suspended'),
-      }),
+    operation: 'workspace.set',
+    input: (flags) => ({
+      workspaceId: flags.text('workspace')!,
+      allowedIps: flags.text('allowed-ips'),
+      steeringMessage: flags.text('steering-message'),
+      captureBodies: flags.flag('capture-bodies'),
+      suspended: flags.flag('suspended'),
+    }),
   },
   {
     words: ['member', 'add'],
@@ -94,7 +105,8 @@ export const commands: readonly CommandSpec[] = [
       workspace: { kind: 'text', placeholder: 'ID', required: true, description: 'the workspace id' },
       email: { kind: 'text', placeholder: 'E', required: true, description: "the member's e-mail address" },
     },
-    run: async (runtime, input) => (await import('../management/workspaces')).addMember(runtime, input.text('workspace')!, input.text('email')!),
+    operation: 'members.add',
+    input: (flags) => ({ workspaceId: flags.text('workspace')!, email: flags.text('email')! }),
   },
   {
     words: ['mgmt-key', 'create'],
@@ -103,7 +115,8 @@ export const commands: readonly CommandSpec[] = [
       workspace: { kind: 'text', placeholder: 'ID', required: true, description: 'the workspace id' },
       'read-only': { kind: 'switch', description: 'a key that may only read' },
     },
-    run: async (runtime, input) => (await import('../management/workspaces')).createManagementKey(runtime, input.text('workspace')!, input.flag('read-only') ?? false),
+    operation: 'management_keys.create',
+    input: (flags) => ({ workspaceId: flags.text('workspace')!, readOnly: flags.flag('read-only') ?? false }),
   },
   {
     words: ['mgmt-key', 'set'],
@@ -112,7 +125,8 @@ export const commands: readonly CommandSpec[] = [
       id: { kind: 'text', placeholder: 'ID', required: true, description: 'the management key id' },
       'read-only': { kind: 'boolean', required: true, description: 'true: reads only; false: full access' },
     },
-    run: async (runtime, input) => (await import('../management/workspaces')).setManagementKeyReadOnly(runtime, input.text('id')!, input.flag('read-only')!),
+    operation: 'management_keys.set',
+    input: (flags) => ({ id: flags.text('id')!, readOnly: flags.flag('read-only')! }),
   },
   {
     words: ['key', 'rotate'],
@@ -121,9 +135,10 @@ export const commands: readonly CommandSpec[] = [
       id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' },
       'grace-seconds': { kind: 'text', placeholder: 'N', description: 'how long the old secret keeps working, default 86400' },
     },
-    run: async (runtime, input) => {
-      const grace = input.text('grace-seconds')
-      return (await import('../management/keys')).rotateKey(runtime, input.text('id')!, grace === undefined ? undefined : Number(grace))
+    operation: 'keys.rotate',
+    input: (flags) => {
+      const grace = flags.text('grace-seconds')
+      return { id: flags.text('id')!, graceSeconds: grace === undefined ? undefined : Number(grace) }
     },
   },
   {
@@ -136,12 +151,8 @@ export const commands: readonly CommandSpec[] = [
       'rotate-secret': { kind: 'switch', description: 'a new signing secret for the same URL' },
       clear: { kind: 'switch', description: 'removes the webhook' },
     },
-    run: async (runtime, input) =>
-      (await import('../management/key-settings')).setWebhook(runtime, input.text('id')!, {
-        url: input.text('url'),
-        rotateSecret: input.flag('rotate-secret'),
-        clear: input.flag('clear'),
-      }),
+    operation: 'keys.webhook.set',
+    input: (flags) => ({ id: flags.text('id')!, url: flags.text('url'), rotateSecret: flags.flag('rotate-secret'), clear: flags.flag('clear') }),
   },
   {
     words: ['key', 'notify-email'],
@@ -150,7 +161,8 @@ export const commands: readonly CommandSpec[] = [
       id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' },
       on: { kind: 'boolean', required: true, description: 'true: send; false: do not' },
     },
-    run: async (runtime, input) => (await import('../management/key-settings')).setNotifyEmail(runtime, input.text('id')!, input.flag('on')!),
+    operation: 'keys.notify_email.set',
+    input: (flags) => ({ id: flags.text('id')!, on: flags.flag('on')! }),
   },
   {
     words: ['key', 'mcp', 'add'],
@@ -160,14 +172,15 @@ export const commands: readonly CommandSpec[] = [
       url: { kind: 'text', placeholder: 'URL', required: true, description: "the MCP server's URL (https, public address unless RT_WEBHOOK_ALLOW_PRIVATE=1)" },
       name: { kind: 'text', placeholder: 'N', description: 'a name for it' },
     },
-    run: async (runtime, input) => (await import('../management/key-settings')).addMcpServer(runtime, input.text('id')!, input.text('url')!, input.text('name')),
+    operation: 'keys.mcp_servers.add',
+    input: (flags) => ({ id: flags.text('id')!, url: flags.text('url')!, name: flags.text('name') }),
   },
   {
     words: ['key', 'mcp', 'list'],
     summary: 'Prints the MCP servers attached to an inference key.',
-    reads: true,
     options: { id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' } },
-    run: async (runtime, input) => (await import('../management/key-settings')).listMcpServers(runtime, input.text('id')!),
+    operation: 'keys.mcp_servers.list',
+    input: (flags) => ({ id: flags.text('id')! }),
   },
   {
     words: ['key', 'mcp', 'remove'],
@@ -176,7 +189,8 @@ export const commands: readonly CommandSpec[] = [
       id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' },
       server: { kind: 'text', placeholder: 'ID', required: true, description: "the attached server's id (from key mcp list)" },
     },
-    run: async (runtime, input) => (await import('../management/key-settings')).removeMcpServer(runtime, input.text('id')!, input.text('server')!),
+    operation: 'keys.mcp_servers.remove',
+    input: (flags) => ({ id: flags.text('id')!, server: flags.text('server')! }),
   },
   {
     words: ['gateway', 'set'],
@@ -185,21 +199,27 @@ export const commands: readonly CommandSpec[] = [
       gateway: { kind: 'text', placeholder: 'SLUG', required: true, description: 'the gateway id (see: gateways)' },
       enabled: { kind: 'boolean', required: true, description: 'true: routable; false: gateway_disabled' },
     },
-    run: async (runtime, input) => {
-      const gateway = (await import('../management/providers')).requireGateway(input.text('gateway')!)
-      const row = runtime.repositories.providerKeys.setGatewayEnabled(gateway.id, input.flag('enabled')!, runtime.now().toISOString())
-      return { gateway: row.gateway, enabled: row.enabled, updated_at: row.updatedAt }
-    },
+    operation: 'gateways.set',
+    input: (flags) => ({ gateway: flags.text('gateway')!, enabled: flags.flag('enabled')! }),
   },
   {
     words: ['gateways'],
     summary: 'Prints every gateway kind of the catalog with its capabilities and base URL (after RT_GATEWAY_URL_<SLUG>).',
-    reads: true,
     options: {},
-    run: async (runtime) => {
-      const { describeGateway, gatewayCatalog } = await import('../gateways/catalog')
-      return { gateways: gatewayCatalog.map((gateway) => describeGateway(gateway, runtime.config.gatewayUrlOverrides)) }
+    operation: 'gateways.describe',
+    input: () => ({}),
+  },
+  {
+    words: ['audit', 'list'],
+    summary: "Prints a workspace's audit events, newest first (every management write: who, through which door, what it changed).",
+    options: {
+      workspace: { kind: 'text', placeholder: 'ID', required: true, description: 'the workspace id' },
+      limit: { kind: 'text', placeholder: 'N', description: 'how many, 1 to 100, default 50' },
+      after: { kind: 'text', placeholder: 'EVENT_ID', description: 'the events older than this one (the last_id of a page)' },
     },
+    operation: 'audit.list',
+    workspaceFlag: 'workspace',
+    input: (flags) => ({ limit: flags.text('limit'), after: flags.text('after') }),
   },
   {
     words: ['jobs', 'run'],

@@ -31,9 +31,21 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   let runtime: Awaited<ReturnType<typeof createRuntime>> | undefined
   try {
     runtime = createRuntime(loadConfig(), { logger: silentLogger })
-    // A LiteFS replica's database is read-only: a command that writes says where to run it (CONTRACT §10).
-    if (!parsed.command.reads) runtime.writer.assertPrimary()
-    const result = await parsed.command.run(runtime, parsed.input)
+    const command = parsed.command
+    let result: unknown
+    if (command.operation) {
+      // A management operation: the same rule and audit log as every other door, as the operator.
+      const [{ operationNamed }, { perform }] = await Promise.all([import('../management/operations'), import('../management/audit')])
+      const operation = operationNamed(command.operation)
+      if (!operation) throw new Error(`The command runs the operation ${command.operation}, which does not exist.`)
+      // A LiteFS replica's database is read-only: a command that writes says where to run it (CONTRACT §10).
+      if (operation.access === 'write') runtime.writer.assertPrimary()
+      const workspaceId = command.workspaceFlag ? (parsed.input.text(command.workspaceFlag) ?? '') : ''
+      result = await perform(runtime, { actor: { workspaceId, readOnly: false, kind: 'cli' }, via: 'cli', ip: undefined, requestId: undefined }, operation, command.input!(parsed.input))
+    } else {
+      if (!command.reads) runtime.writer.assertPrimary()
+      result = await command.run!(runtime, parsed.input)
+    }
     process.stdout.write(JSON.stringify(result) + '\n')
     return 0
   } catch (error) {

@@ -133,3 +133,22 @@ export interface RequestRow {
   output_tokens: number | null
   request_body: string | null
 }
+
+/** An audit event (GET /dashboard/api/audit, CONTRACT §12). */
+export interface AuditEvent {
+  id: string
+  time: string
+  actor: { kind: string; id: string | null; prefix: string | null }
+  via: string
+  action: string
+  target: { type: string; id: string }
+  changes: unknown
+  caller_ip: string | null
+  request_id: string | null
+}
+
+export interface AuditPage {
+  data: AuditEvent[]
+  has_more: boolean
+  last_id: string | null
+}

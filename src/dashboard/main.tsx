@@ -12,6 +12,7 @@ import { KeysPage } from './pages/keys'
 import { ProvidersPage } from './pages/providers'
 import { RequestsPage } from './pages/requests'
 import { WorkspacePage } from './pages/workspace'
+import { AuditPage } from './pages/audit'
 
 const pages = [
   { hash: '#/overview', title: 'Usage', page: OverviewPage },
@@ -19,6 +20,7 @@ const pages = [
   { hash: '#/providers', title: 'Provider keys', page: ProvidersPage },
   { hash: '#/requests', title: 'Requests', page: RequestsPage },
   { hash: '#/workspace', title: 'Workspace', page: WorkspacePage },
+  { hash: '#/audit', title: 'Audit log', page: AuditPage },
 ] as const
 
 function useHash(): string {

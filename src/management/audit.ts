@@ -32,15 +32,21 @@ export function redactSecrets(value: unknown): unknown {
 export function perform<I>(deps: ManagementDeps, caller: Caller, operation: Operation<I>, input: I): unknown {
   if (operation.access === 'read') return operation.run(deps, caller.actor, input)
   assertCanWrite(caller.actor)
+  // A check that needs the outside (a host resolved) comes first; the write and its event then commit together.
+  if (operation.prepare) return operation.prepare(deps, caller.actor, input).then((prepared) => write(deps, caller, operation, prepared))
+  return write(deps, caller, operation, input)
+}
+
+function write<I>(deps: ManagementDeps, caller: Caller, operation: Operation<I>, input: I): unknown {
   return deps.repositories.transaction(() => {
     const output = operation.run(deps, caller.actor, input)
     if (output instanceof Promise) throw new Error(`The write ${operation.name} must be synchronous: its audit event is written in its transaction.`)
-    const event = operation.audit?.(input, output)
+    const event = operation.audit?.(input, output, deps)
     if (!event) throw new Error(`The write ${operation.name} names no audit event.`)
     deps.repositories.auditEvents.append({
       id: crypto.randomUUID(),
       time: deps.now().toISOString(),
-      workspaceId: caller.actor.workspaceId,
+      workspaceId: event.workspaceId ?? caller.actor.workspaceId,
       actorKind: caller.actor.kind,
       actorId: caller.actor.id ?? null,
       actorPrefix: caller.actor.prefix ?? null,

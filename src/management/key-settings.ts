@@ -11,19 +11,27 @@ import { badRequest, notFound } from './errors'
 import { requireKeyRow as requireKey, type KeyRef } from './keys'
 import { checkOutboundUrl } from './outbound-target'
 
-export async function setWebhook(deps: ManagementDeps, keyId: KeyRef, action: { url?: string; rotateSecret?: boolean; clear?: boolean }) {
+/**
+ * A webhook URL checked against the target rule (outbound-target.ts), the key first: the check
+ * resolves the host, so it runs before the write, which is synchronous (the audit event goes in its
+ * transaction).
+ */
+export async function checkWebhookUrl(deps: ManagementDeps, keyId: KeyRef, rawUrl: string): Promise<string> {
+  requireKey(deps, keyId)
+  return (await checkOutboundUrl(rawUrl, deps.config.webhookAllowPrivate, 'Webhook')).toString()
+}
+
+/** Sets (`url`, checked by checkWebhookUrl), re-keys or clears the key's webhook; the signing secret is in this answer only. */
+export function setWebhook(deps: ManagementDeps, keyId: KeyRef, action: { url?: string; rotateSecret?: boolean; clear?: boolean }) {
   const key = requireKey(deps, keyId)
   if (action.clear) {
     deps.repositories.inferenceKeys.update(key.workspaceId, key.id, [{ webhookUrl: null, webhookSecretCiphertext: null }])
     return { url: null, signing_secret: null }
   }
   if (action.url !== undefined) {
-    const url = await checkOutboundUrl(action.url, deps.config.webhookAllowPrivate, 'Webhook')
     const secret = generateSecret('whsec_', 32)
-    deps.repositories.inferenceKeys.update(key.workspaceId, key.id, [
-      { webhookUrl: url.toString(), webhookSecretCiphertext: deps.secretBox.encrypt(secret) },
-    ])
-    return { url: url.toString(), signing_secret: secret }
+    deps.repositories.inferenceKeys.update(key.workspaceId, key.id, [{ webhookUrl: action.url, webhookSecretCiphertext: deps.secretBox.encrypt(secret) }])
+    return { url: action.url, signing_secret: secret }
   }
   if (action.rotateSecret) {
     if (!key.webhookUrl) throw badRequest('This key has no webhook URL; set one first.')
@@ -55,18 +63,18 @@ function presentMcpServers(deps: ManagementDeps, keyId: string) {
 
 /**
  * An MCP server is called on the key's behalf like a webhook, so it follows the webhook's target
- * rule (outbound-target.ts), here at save time and in the MCP client at every connection.
+ * rule (outbound-target.ts), here at save time (checked before the synchronous write) and in the MCP
+ * client at every connection.
  */
-export async function addMcpServer(deps: ManagementDeps, keyId: KeyRef, rawUrl: string, name?: string) {
+export async function checkMcpServerUrl(deps: ManagementDeps, keyId: KeyRef, rawUrl: string): Promise<string> {
+  requireKey(deps, keyId)
+  return (await checkOutboundUrl(rawUrl, deps.config.webhookAllowPrivate, 'MCP server')).toString()
+}
+
+/** Attaches a server (`url` checked by checkMcpServerUrl). */
+export function addMcpServer(deps: ManagementDeps, keyId: KeyRef, url: string, name?: string) {
   const key = requireKey(deps, keyId)
-  const url = await checkOutboundUrl(rawUrl, deps.config.webhookAllowPrivate, 'MCP server')
-  deps.repositories.inferenceKeys.addMcpServer({
-    id: randomUUID(),
-    keyId: key.id,
-    name: name ?? null,
-    url: url.toString(),
-    createdAt: deps.now().toISOString(),
-  })
+  deps.repositories.inferenceKeys.addMcpServer({ id: randomUUID(), keyId: key.id, name: name ?? null, url, createdAt: deps.now().toISOString() })
   return presentMcpServers(deps, key.id)
 }
 

@@ -11,8 +11,13 @@ import { accountSnapshot } from './account'
 import { listAuditEvents, type AuditQueryInput } from './audit'
 import type { Actor, ManagementDeps } from './context'
 import { badRequest } from './errors'
-import { createKey, getKey, getRouting, listKeys, putRouting, revokeKey, updateKey } from './keys'
-import { createProvider, deleteProvider, getProvider, listProviders, updateProvider } from './providers'
+import { createKey, getKey, getRouting, listKeys, putRouting, revokeKey, rotateKey, updateKey, type KeyRef } from './keys'
+import { createProvider, deleteProvider, getProvider, listProviders, providerNotes, requireGateway, setProviderNotes, updateProvider } from './providers'
+import { addMcpServer, checkMcpServerUrl, checkWebhookUrl, keyNotifications, listMcpServers, removeMcpServer, setNotifyEmail, setWebhook } from './key-settings'
+import { addMember, createManagementKey, createWorkspace, setManagementKeyReadOnly, setWorkspaceSettings, workspaceOverview } from './workspaces'
+import { recentRequests } from './requests'
+import { AllowedIpsInput } from './schemas'
+import { describeGateway } from '../gateways/catalog'
 import {
   AccountOutput,
   AuditListOutput,
@@ -76,19 +81,38 @@ export interface McpBinding<I> {
   from(args: Record<string, unknown>): I
 }
 
+/** A dashboard call (under /dashboard/api; hidden from the OpenAPI document). */
+export interface DashboardBinding<I> {
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE'
+  path: string
+  body?: TSchema
+  input(request: RestRequest): I
+  /** The part of the operation's answer the page uses (default: all of it). */
+  output?(result: any): unknown
+}
+
 export interface Operation<I = any> {
   /** `area.verb`, e.g. `keys.create`: the audit log's `action`. */
   name: string
   access: 'read' | 'write'
+  /**
+   * Checks that need the outside (a webhook's host resolved), before the write: the write itself is
+   * synchronous, so its audit event is in its transaction. Answers the input the write runs with.
+   */
+  prepare?(deps: ManagementDeps, actor: Actor, input: I): Promise<I>
   /** A write that removes or replaces what was there (MCP `destructiveHint`). */
   destructive?: boolean
   /** Repeating it with the same input changes nothing more (MCP `idempotentHint`). */
   idempotent?: boolean
   run(deps: ManagementDeps, actor: Actor, input: I): unknown
-  /** A write's audit event: its target and the fields it set (secrets are redacted afterwards). */
-  audit?(input: I, output: any): { target: AuditTarget; changes: unknown }
+  /**
+   * A write's audit event: its target and the fields it set (secrets are redacted afterwards), and
+   * its workspace when the actor is not bound to one (the operator CLI).
+   */
+  audit?(input: I, output: any, deps: ManagementDeps): { target: AuditTarget; changes: unknown; workspaceId?: string }
   rest?: RestBinding<I>
   mcp?: McpBinding<I>
+  dashboard?: DashboardBinding<I>
 }
 
 /** Who calls, through which door (the audit log's actor, via, caller_ip and request_id). */
@@ -530,10 +554,264 @@ export const operations = {
       }),
       from: (args) => ({ limit: args.limit as number | undefined, after: args.after as string | undefined, action: args.action as string | undefined, target_id: args.target_id as string | undefined }),
     },
+    dashboard: {
+      method: 'GET',
+      path: '/audit',
+      input: ({ query }) => ({ limit: query.get('limit') ?? undefined, after: query.get('after') ?? undefined, action: query.get('action') ?? undefined, target_id: query.get('target_id') ?? undefined }),
+    },
   } satisfies Operation<AuditQueryInput>,
 }
 
-export const operationList: readonly Operation[] = Object.values(operations)
+
+// ---------------------------------------------------------------------------------------------
+// Operations of the dashboard and the operator CLI (SPEC leaves them out of the API)
+
+/** A key the actor may touch: any key for the operator CLI, else a key of the actor's workspace. */
+const keyRef = (actor: Actor, id: string): KeyRef => (actor.kind === 'cli' ? id : { id, workspaceId: actor.workspaceId })
+
+/** The workspace an inference key belongs to (the audit event of a CLI write names it). */
+const keyWorkspace = (deps: ManagementDeps, id: string) => deps.repositories.inferenceKeys.getById(id)?.workspaceId
+
+/** The workspace a write acts on: the one a CLI flag names, else the actor's. */
+const workspaceOf = (actor: Actor, input: { workspaceId?: string }) => (actor.kind === 'cli' && input.workspaceId !== undefined ? input.workspaceId : actor.workspaceId)
+
+interface KeyIdInput {
+  id: string
+}
+interface WebhookInput {
+  id: string
+  url?: string
+  rotateSecret?: boolean
+  clear?: boolean
+}
+interface McpServerAddInput {
+  id: string
+  url: string
+  name?: string
+}
+interface WorkspaceSetInput {
+  workspaceId?: string
+  allowedIps?: string | string[]
+  steeringMessage?: string
+  captureBodies?: boolean
+  suspended?: boolean
+}
+
+const managementKey = (id: string): AuditTarget => ({ type: 'management_key', id })
+const workspace = (id: string): AuditTarget => ({ type: 'workspace', id })
+
+export const operatorOperations = {
+  workspacesCreate: {
+    name: 'workspaces.create',
+    access: 'write',
+    run: (deps, _actor, input: { name: string }) => createWorkspace(deps, input.name),
+    audit: (input, output: { workspace: { id: string } }) => ({ target: workspace(output.workspace.id), changes: { name: input.name }, workspaceId: output.workspace.id }),
+  } satisfies Operation<{ name: string }>,
+
+  workspaceGet: {
+    name: 'workspace.get',
+    access: 'read',
+    run: (deps, actor) => workspaceOverview(deps, actor.workspaceId),
+    dashboard: { method: 'GET', path: '/workspace', input: () => ({}) },
+  } satisfies Operation<Record<string, never>>,
+
+  workspaceSet: {
+    name: 'workspace.set',
+    access: 'write',
+    run: (deps, actor, input: WorkspaceSetInput) => setWorkspaceSettings(deps, workspaceOf(actor, input), input),
+    audit: (input, output: { id: string }) => {
+      const { workspaceId: _named, ...changes } = input
+      return { target: workspace(output.id), changes, workspaceId: output.id }
+    },
+    dashboard: {
+      method: 'PATCH',
+      path: '/workspace',
+      body: Type.Object({ allowed_ips: Type.Optional(AllowedIpsInput), steering_message: Type.Optional(Type.String()), capture_bodies: Type.Optional(Type.Boolean()) }),
+      input: ({ body }) => {
+        const fields = body as { allowed_ips?: string | string[]; steering_message?: string; capture_bodies?: boolean }
+        return { allowedIps: fields.allowed_ips, steeringMessage: fields.steering_message, captureBodies: fields.capture_bodies }
+      },
+    },
+  } satisfies Operation<WorkspaceSetInput>,
+
+  membersAdd: {
+    name: 'members.add',
+    access: 'write',
+    run: (deps, actor, input: { workspaceId?: string; email: string }) => addMember(deps, workspaceOf(actor, input), input.email),
+    // The address is the member's own: the log names the member, not the address.
+    audit: (input, output: { id: string }) => ({ target: { type: 'member', id: output.id }, changes: { added: true }, workspaceId: input.workspaceId }),
+    dashboard: { method: 'POST', path: '/workspace/members', body: Type.Object({ email: Type.String() }), input: ({ body }) => ({ email: (body as { email: string }).email }) },
+  } satisfies Operation<{ workspaceId?: string; email: string }>,
+
+  managementKeysCreate: {
+    name: 'management_keys.create',
+    access: 'write',
+    run: (deps, actor, input: { workspaceId?: string; readOnly: boolean }) => createManagementKey(deps, workspaceOf(actor, input), input.readOnly),
+    audit: (input, output: { id: string }) => ({ target: managementKey(output.id), changes: { read_only: input.readOnly }, workspaceId: input.workspaceId }),
+    dashboard: {
+      method: 'POST',
+      path: '/workspace/management-keys',
+      body: Type.Object({ read_only: Type.Optional(Type.Boolean()) }),
+      input: ({ body }) => ({ readOnly: (body as { read_only?: boolean }).read_only ?? false }),
+    },
+  } satisfies Operation<{ workspaceId?: string; readOnly: boolean }>,
+
+  managementKeysSet: {
+    name: 'management_keys.set',
+    access: 'write',
+    // From the dashboard only the workspace's own keys, and never its last one that can write.
+    run: (deps, actor, input: { id: string; readOnly: boolean }) => setManagementKeyReadOnly(deps, input.id, input.readOnly, actor.kind === 'cli' ? undefined : actor.workspaceId),
+    audit: (input, output: { workspace_id: string }) => ({ target: managementKey(input.id), changes: { read_only: input.readOnly }, workspaceId: output.workspace_id }),
+    dashboard: {
+      method: 'PATCH',
+      path: '/workspace/management-keys/:id',
+      body: Type.Object({ read_only: Type.Boolean() }),
+      input: ({ params, body }) => ({ id: params.id!, readOnly: (body as { read_only: boolean }).read_only }),
+    },
+  } satisfies Operation<{ id: string; readOnly: boolean }>,
+
+  keysRotate: {
+    name: 'keys.rotate',
+    access: 'write',
+    run: (deps, actor, input: { id: string; graceSeconds?: number }) => rotateKey(deps, keyRef(actor, input.id), input.graceSeconds),
+    audit: (input, _output, deps) => ({ target: inferenceKey(input.id), changes: { rotated: true, ...(input.graceSeconds !== undefined ? { grace_seconds: input.graceSeconds } : {}) }, workspaceId: keyWorkspace(deps, input.id) }),
+    dashboard: {
+      method: 'POST',
+      path: '/keys/:id/rotate',
+      body: Type.Object({ grace_seconds: Type.Optional(Type.Number()) }),
+      input: ({ params, body }) => ({ id: params.id!, graceSeconds: (body as { grace_seconds?: number }).grace_seconds }),
+    },
+  } satisfies Operation<{ id: string; graceSeconds?: number }>,
+
+  keysExtras: {
+    name: 'keys.extras',
+    access: 'read',
+    run: (deps, actor, input: KeyIdInput) => ({ ...keyNotifications(deps, keyRef(actor, input.id)), mcp_servers: listMcpServers(deps, keyRef(actor, input.id)).servers }),
+    dashboard: { method: 'GET', path: '/keys/:id/extras', input: ({ params }) => ({ id: params.id! }) },
+  } satisfies Operation<KeyIdInput>,
+
+  keysWebhookSet: {
+    name: 'keys.webhook.set',
+    access: 'write',
+    prepare: async (deps, actor, input: WebhookInput) => (input.url !== undefined && !input.clear ? { ...input, url: await checkWebhookUrl(deps, keyRef(actor, input.id), input.url) } : input),
+    run: (deps, actor, input: WebhookInput) => setWebhook(deps, keyRef(actor, input.id), input),
+    audit: (input, _output, deps) => ({
+      target: inferenceKey(input.id),
+      changes: input.clear ? { webhook_url: null } : input.url !== undefined ? { webhook_url: input.url, signing_secret_rotated: true } : { signing_secret_rotated: true },
+      workspaceId: keyWorkspace(deps, input.id),
+    }),
+    dashboard: { method: 'PUT', path: '/keys/:id/webhook', body: Type.Object({ url: Type.String() }), input: ({ params, body }) => ({ id: params.id!, url: (body as { url: string }).url }) },
+  } satisfies Operation<WebhookInput>,
+
+  keysWebhookRotate: {
+    name: 'keys.webhook.rotate',
+    access: 'write',
+    run: (deps, actor, input: KeyIdInput) => setWebhook(deps, keyRef(actor, input.id), { rotateSecret: true }),
+    audit: (input, _output, deps) => ({ target: inferenceKey(input.id), changes: { signing_secret_rotated: true }, workspaceId: keyWorkspace(deps, input.id) }),
+    dashboard: { method: 'POST', path: '/keys/:id/webhook/rotate', input: ({ params }) => ({ id: params.id! }) },
+  } satisfies Operation<KeyIdInput>,
+
+  keysWebhookClear: {
+    name: 'keys.webhook.clear',
+    access: 'write',
+    destructive: true,
+    idempotent: true,
+    run: (deps, actor, input: KeyIdInput) => setWebhook(deps, keyRef(actor, input.id), { clear: true }),
+    audit: (input, _output, deps) => ({ target: inferenceKey(input.id), changes: { webhook_url: null }, workspaceId: keyWorkspace(deps, input.id) }),
+    dashboard: { method: 'DELETE', path: '/keys/:id/webhook', input: ({ params }) => ({ id: params.id! }) },
+  } satisfies Operation<KeyIdInput>,
+
+  keysNotifyEmail: {
+    name: 'keys.notify_email.set',
+    access: 'write',
+    idempotent: true,
+    run: (deps, actor, input: { id: string; on: boolean }) => setNotifyEmail(deps, keyRef(actor, input.id), input.on),
+    audit: (input, _output, deps) => ({ target: inferenceKey(input.id), changes: { notify_email: input.on }, workspaceId: keyWorkspace(deps, input.id) }),
+    dashboard: { method: 'PUT', path: '/keys/:id/notify-email', body: Type.Object({ on: Type.Boolean() }), input: ({ params, body }) => ({ id: params.id!, on: (body as { on: boolean }).on }) },
+  } satisfies Operation<{ id: string; on: boolean }>,
+
+  keysMcpServersList: {
+    name: 'keys.mcp_servers.list',
+    access: 'read',
+    run: (deps, actor, input: KeyIdInput) => listMcpServers(deps, keyRef(actor, input.id)),
+  } satisfies Operation<KeyIdInput>,
+
+  keysMcpServersAdd: {
+    name: 'keys.mcp_servers.add',
+    access: 'write',
+    prepare: async (deps, actor, input: McpServerAddInput) => ({ ...input, url: await checkMcpServerUrl(deps, keyRef(actor, input.id), input.url) }),
+    run: (deps, actor, input: McpServerAddInput) => addMcpServer(deps, keyRef(actor, input.id), input.url, input.name),
+    audit: (input, _output, deps) => ({ target: inferenceKey(input.id), changes: { mcp_server_url: input.url, ...(input.name !== undefined ? { name: input.name } : {}) }, workspaceId: keyWorkspace(deps, input.id) }),
+    dashboard: {
+      method: 'POST',
+      path: '/keys/:id/mcp-servers',
+      body: Type.Object({ url: Type.String(), name: Type.Optional(Type.String()) }),
+      input: ({ params, body }) => ({ id: params.id!, url: (body as { url: string }).url, name: (body as { name?: string }).name }),
+      output: (result: { servers: unknown[] }) => result.servers,
+    },
+  } satisfies Operation<McpServerAddInput>,
+
+  keysMcpServersRemove: {
+    name: 'keys.mcp_servers.remove',
+    access: 'write',
+    destructive: true,
+    run: (deps, actor, input: { id: string; server: string }) => removeMcpServer(deps, keyRef(actor, input.id), input.server),
+    audit: (input, _output, deps) => ({ target: { type: 'mcp_server', id: input.server }, changes: { removed: true, key_id: input.id }, workspaceId: keyWorkspace(deps, input.id) }),
+    dashboard: { method: 'DELETE', path: '/keys/:id/mcp-servers/:server', input: ({ params }) => ({ id: params.id!, server: params.server! }), output: (result: { servers: unknown[] }) => result.servers },
+  } satisfies Operation<{ id: string; server: string }>,
+
+  providersNotesGet: {
+    name: 'providers.notes.get',
+    access: 'read',
+    run: (deps, actor) => providerNotes(deps, actor),
+    dashboard: { method: 'GET', path: '/providers/notes', input: () => ({}) },
+  } satisfies Operation<Record<string, never>>,
+
+  providersNotesSet: {
+    name: 'providers.notes.set',
+    access: 'write',
+    run: (deps, actor, input: { id: string; notes: string }) => setProviderNotes(deps, actor, input.id, input.notes),
+    audit: (input) => ({ target: provider(input.id), changes: { notes: input.notes } }),
+    dashboard: { method: 'PUT', path: '/providers/:id/notes', body: Type.Object({ notes: Type.String() }), input: ({ params, body }) => ({ id: params.id!, notes: (body as { notes: string }).notes }) },
+  } satisfies Operation<{ id: string; notes: string }>,
+
+  requestsRecent: {
+    name: 'requests.recent',
+    access: 'read',
+    run: (deps, actor, input: { range?: string; api_key_id?: string; status?: string; model?: string }) => recentRequests(deps, actor, input),
+    dashboard: {
+      method: 'GET',
+      path: '/requests',
+      input: ({ query }) => ({ range: query.get('range') ?? undefined, api_key_id: query.get('api_key_id') ?? undefined, status: query.get('status') ?? undefined, model: query.get('model') ?? undefined }),
+    },
+  } satisfies Operation<{ range?: string; api_key_id?: string; status?: string; model?: string }>,
+
+  gatewaysSet: {
+    name: 'gateways.set',
+    access: 'write',
+    run: (deps, _actor, input: { gateway: string; enabled: boolean }) => {
+      const gateway = requireGateway(input.gateway)
+      const row = deps.repositories.providerKeys.setGatewayEnabled(gateway.id, input.enabled, deps.now().toISOString())
+      return { gateway: row.gateway, enabled: row.enabled, updated_at: row.updatedAt }
+    },
+    // A platform-wide switch: no workspace's (the operator's record, in no workspace's log).
+    audit: (input) => ({ target: { type: 'gateway', id: input.gateway }, changes: { enabled: input.enabled }, workspaceId: '' }),
+  } satisfies Operation<{ gateway: string; enabled: boolean }>,
+
+  gatewaysDescribe: {
+    name: 'gateways.describe',
+    access: 'read',
+    run: (deps) => ({ gateways: gatewayCatalog.map((gateway) => describeGateway(gateway, deps.config.gatewayUrlOverrides)) }),
+  } satisfies Operation<Record<string, never>>,
+}
+
+/** Every operation: the API's and the operator's. */
+export const operationList: readonly Operation[] = [...Object.values(operations), ...Object.values(operatorOperations)]
+
+/** An operation by its name (the CLI's commands name theirs). */
+export function operationNamed(name: string): Operation | undefined {
+  return operationList.find((operation) => operation.name === name)
+}
 
 /** The operations that have a REST route, with their paths as patterns (for the replica's decision before routing). */
 const restPatterns = operationList

@@ -179,6 +179,25 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await go(page, 'Provider keys')
     await saveScreenshot(page, 'dashboard-providers-desktop')
 
+    // The audit log: what was done above, through this dashboard and the API it calls, newest first.
+    await go(page, 'Audit log')
+    await page.getByRole('cell', { name: 'keys.create' }).first().waitFor()
+    const auditRows = page.locator('tbody tr')
+    expect(await auditRows.count()).toBeGreaterThanOrEqual(3)
+    const operationsShown = await page.locator('tbody tr td:nth-child(4)').allTextContents()
+    expect(operationsShown).toContain('providers.create')
+    expect(operationsShown).toContain('routing.set')
+    // No secret is shown: the provider key's secret is "[redacted]".
+    expect(await page.locator('main').textContent()).toContain('[redacted]')
+    await page.getByLabel('Operation').selectOption('providers.create')
+    // The filtered page replaces the list once its answer is in.
+    await page.waitForFunction(() => {
+      const cells = [...document.querySelectorAll('tbody tr td:nth-child(4)')]
+      return cells.length > 0 && cells.every((cell) => cell.textContent === 'providers.create')
+    })
+    expect(new Set(await page.locator('tbody tr td:nth-child(4)').allTextContents())).toEqual(new Set(['providers.create']))
+    await saveScreenshot(page, 'dashboard-audit-desktop')
+
     // The one console line is the browser's own report of the refused rule's 400.
     expect(errors).toEqual([expect.stringMatching(/status of 400 .*\/api\/v1\/keys\/[0-9a-f-]+\/routing/)])
     expect(blocked).toEqual([])
@@ -210,6 +229,7 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
       ['Provider keys', 'providers'],
       ['Requests', 'requests'],
       ['Workspace', 'workspace'],
+      ['Audit log', 'audit'],
     ] as const) {
       await go(page, name)
       await page.waitForLoadState('networkidle')

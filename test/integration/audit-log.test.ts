@@ -7,6 +7,7 @@
  * list_audit_events, only ever the caller's own workspace.
  */
 import { describe, expect, test } from 'bun:test'
+import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { startTestServer, type TestServer } from '../harness/server'
@@ -184,5 +185,84 @@ describe('GET /api/v1/audit', () => {
     expect((await audit(server, '', readOnly.key)).body.data).toHaveLength(1)
     for (const limit of ['0', '101', 'abc', '-1', '1.5']) expect([limit, (await audit(server, `?limit=${limit}`)).status]).toEqual([limit, 400])
     expect((await audit(server, '', null)).status).toBe(401)
+  })
+})
+
+describe('audit events of the dashboard and the operator CLI', () => {
+  async function dashboard(server: TestServer, method: string, path: string, body?: unknown) {
+    const response = await fetch(`${server.rootUrl}/dashboard/api${path}`, {
+      method,
+      headers: { authorization: `Bearer ${server.managementKey}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    return { status: response.status, body: (await response.json()) as any }
+  }
+
+  test('dashboard writes are events via dashboard; a webhook signing secret and a rotated key never appear', async () => {
+    await using server = await startTestServer({ RT_WEBHOOK_ALLOW_PRIVATE: '1' })
+    const provider = (await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: providerSecret })).body.data
+    const key = (await server.call('POST', '/api/v1/keys', { name: 'app', routing: { targets: [{ provider_key_id: provider.id }] } })).body.data
+    const rotated = await dashboard(server, 'POST', `/keys/${key.id}/rotate`, { grace_seconds: 60 })
+    expect(rotated.status).toBe(200)
+    const webhook = await dashboard(server, 'PUT', `/keys/${key.id}/webhook`, { url: 'http://127.0.0.1:9/hook' })
+    expect(webhook.status).toBe(200)
+    expect((await dashboard(server, 'PUT', `/keys/${key.id}/notify-email`, { on: true })).status).toBe(200)
+    const attached = await dashboard(server, 'POST', `/keys/${key.id}/mcp-servers`, { url: 'http://127.0.0.1:9/mcp', name: 'tools' })
+    expect(attached.status).toBe(200)
+    expect((await dashboard(server, 'DELETE', `/keys/${key.id}/mcp-servers/${attached.body.data[0].id}`)).status).toBe(200)
+    expect((await dashboard(server, 'PATCH', '/workspace', { steering_message: 'Be brief.' })).status).toBe(200)
+    expect((await dashboard(server, 'PUT', `/providers/${provider.id}/notes`, { notes: 'the main one' })).status).toBe(200)
+    const created = await dashboard(server, 'POST', '/workspace/management-keys', { read_only: true })
+    expect(created.status).toBe(200)
+    // A refused dashboard write (a URL that is not one) leaves nothing.
+    expect((await dashboard(server, 'PUT', `/keys/${key.id}/webhook`, { url: 'not a url' })).status).toBe(400)
+
+    const events = ((await audit(server, '?limit=100')).body.data as any[]).filter((event) => event.via === 'dashboard')
+    expect(events.map((event) => event.action)).toEqual([
+      'management_keys.create',
+      'providers.notes.set',
+      'workspace.set',
+      'keys.mcp_servers.remove',
+      'keys.mcp_servers.add',
+      'keys.notify_email.set',
+      'keys.webhook.set',
+      'keys.rotate',
+    ])
+    expect(events.find((event) => event.action === 'keys.webhook.set').changes).toEqual({ webhook_url: 'http://127.0.0.1:9/hook', signing_secret_rotated: true })
+    expect(events.find((event) => event.action === 'workspace.set').target).toEqual({ type: 'workspace', id: server.workspaceId })
+    expect(events.find((event) => event.action === 'management_keys.create').target).toEqual({ type: 'management_key', id: created.body.data.id })
+    const text = JSON.stringify(events)
+    expect(text).not.toContain(webhook.body.data.signing_secret)
+    expect(text).not.toContain(rotated.body.data.key)
+    expect(text).not.toContain(created.body.data.key)
+  })
+
+  test('operator CLI writes are events of the workspace they touch, by actor cli; `audit list` prints them', async () => {
+    await using server = await startTestServer()
+    const provider = (await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: providerSecret })).body.data
+    const key = (await server.call('POST', '/api/v1/keys', { name: 'app', routing: { targets: [{ provider_key_id: provider.id }] } })).body.data
+    const cli = async (...args: string[]) => {
+      const child = Bun.spawn(['bun', 'run', 'src/cli/index.ts', ...args], { cwd: join(import.meta.dir, '../..'), env: { ...process.env, ...server.env }, stdout: 'pipe', stderr: 'pipe' })
+      const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
+      expect({ code, stderr: code === 0 ? '' : stderr }).toEqual({ code: 0, stderr: '' })
+      return JSON.parse(stdout)
+    }
+    const rotated = await cli('key', 'rotate', '--id', key.id, '--grace-seconds', '30')
+    await cli('member', 'add', '--workspace', server.workspaceId, '--email', 'ops@example.com')
+    await cli('gateway', 'set', '--gateway', 'groq', '--enabled', 'false')
+    const page = await cli('audit', 'list', '--workspace', server.workspaceId, '--limit', '10')
+    const fromCli = (page.data as any[]).filter((event) => event.via === 'cli')
+    expect(fromCli.map((event) => [event.action, event.actor])).toEqual([
+      ['members.add', { kind: 'cli', id: null, prefix: null }],
+      ['keys.rotate', { kind: 'cli', id: null, prefix: null }],
+    ])
+    expect(fromCli[1].target).toEqual({ type: 'inference_key', id: key.id })
+    expect(fromCli[1].changes).toEqual({ rotated: true, grace_seconds: 30 })
+    expect(JSON.stringify(page)).not.toContain(rotated.key)
+    expect(JSON.stringify(page)).not.toContain('ops@example.com')
+    // The platform-wide switch is in no workspace's log.
+    expect((page.data as any[]).some((event) => event.action === 'gateways.set')).toBe(false)
+    // The same events through the API.
+    expect(((await audit(server)).body.data as any[]).filter((event) => event.via === 'cli')).toHaveLength(2)
   })
 })
