@@ -76,6 +76,9 @@ interface SystemTarget {
   pid?: number
 }
 
+/** One system's figures in one scenario (a stream's first-byte times and a process's CPU only where measured: NaN-free arithmetic is the caller's). */
+type SystemStats = Record<'requests' | 'errors' | 'rps' | 'p50' | 'p90' | 'p99' | 'ttfb_p50' | 'ttfb_p99' | 'cpu_us_per_request' | 'gc_count' | 'gc_full' | 'gc_max_pause_ms', number>
+
 interface Aggregate {
   requests: number
   errors: number
@@ -114,7 +117,7 @@ const gcLog = {
 }
 
 async function measure(name: string, systems: Record<string, SystemTarget>, concurrency: number, stream = false) {
-  if (only && !name.includes(only)) return { name, concurrency, stream, systems: {} as Record<string, Record<string, number>> }
+  if (only && !name.includes(only)) return { name, concurrency, stream, systems: {} as Record<string, SystemStats> }
   const totals: Record<string, Aggregate> = {}
   for (const system of Object.keys(systems)) totals[system] = emptyAggregate()
   // Warm-up for every system (JIT, connection pools), not measured.
@@ -161,7 +164,7 @@ async function measure(name: string, systems: Record<string, SystemTarget>, conc
     }
   }
   process.stderr.write(`bench: ${name} done\n`)
-  return { name, concurrency, stream, systems: summary as Record<string, Record<string, number>> }
+  return { name, concurrency, stream, systems: summary as Record<string, SystemStats> }
 }
 
 interface CrashCheck {
@@ -464,8 +467,8 @@ async function main() {
     const burst = byName['streaming chat (burst), c=16']!
     const failover = byName['failover (first target 500), c=1']!
     const translated = [byName['messages → chat translation, c=16']!, byName['chat → Responses translation, c=16']!]
-    const ttfbAdded = (systems: Record<string, Record<string, number>>, system = 'router') => systems[system]!.ttfb_p50 - systems.bare!.ttfb_p50
-    const cpuRatio = (systems: Record<string, Record<string, number>>, over = 'bare', system = 'router') => systems[system]!.cpu_us_per_request / systems[over]!.cpu_us_per_request
+    const ttfbAdded = (systems: Record<string, SystemStats>, system = 'router') => systems[system]!.ttfb_p50 - systems.bare!.ttfb_p50
+    const cpuRatio = (systems: Record<string, SystemStats>, over = 'bare', system = 'router') => systems[system]!.cpu_us_per_request / systems[over]!.cpu_us_per_request
     const line = (rule: string, value: number, limit: number, pass: boolean) => ({ rule, value, limit, pass })
     // The budget of the performance issue (pay only for what a key uses), line by line.
     const budget = [

@@ -5,7 +5,7 @@
  */
 import { RouterError } from '../errors/router-error'
 import { GatewayUnreachable, type GatewayAnswer } from '../gateways/client'
-import type { RequestContext } from '../pipeline/context'
+import type { AuthenticatedContext } from '../pipeline/context'
 import { finishJson } from '../pipeline/finish'
 import { setRoutingHeaders } from '../pipeline/respond'
 import type { EndpointHandler, InferenceDeps } from '../pipeline/types'
@@ -23,15 +23,15 @@ const readTimeoutMs = 30_000
 const json = finishJson
 
 /** The batch's row and provider key, after every check that needs no call. */
-function resolveBatch(context: RequestContext, deps: InferenceDeps, id: string): { row: BatchRow; provider: ProviderEntry } {
+function resolveBatch(context: AuthenticatedContext, deps: InferenceDeps, id: string): { row: BatchRow; provider: ProviderEntry } {
   const claims = readBatchId(id, deps.sign)
   if (!claims) throw new RouterError('invalid_batch_id', 'This is not a batch id the service issued (altered or truncated?).')
-  const key = context.key!
+  const key = context.key
   if (claims.keyId !== key.id) throw new RouterError('batch_not_found', 'No batch of this key has this id: batches are bound to the key that created them.')
   const row = deps.repositories.batches.get(id)
   if (!row || row.purgedAt !== null || !(batchStatuses as readonly string[]).includes(row.status)) throw new RouterError('batch_not_found')
   if (Date.now() - row.createdAt * 1000 > batchRetentionMs) throw new RouterError('batch_expired')
-  const provider = context.snapshot!.providers.get(row.providerKeyId)
+  const provider = context.snapshot.providers.get(row.providerKeyId)
   if (!provider || !keyStillHolds(key, row.providerKeyId)) throw new RouterError('batch_target_unavailable')
   context.gateway = provider.gateway.id
   context.providerKeyId = provider.id
@@ -43,7 +43,7 @@ function resolveBatch(context: RequestContext, deps: InferenceDeps, id: string):
 type UpstreamRead = { kind: 'read'; row: BatchRow; results: unknown[] | null } | { kind: 'relay'; response: Response }
 
 /** The row brought up to date by the gateway's read, or the gateway's refusal to relay. */
-async function readUpstream(context: RequestContext, deps: InferenceDeps, request: Request, row: BatchRow, provider: ProviderEntry): Promise<UpstreamRead> {
+async function readUpstream(context: AuthenticatedContext, deps: InferenceDeps, request: Request, row: BatchRow, provider: ProviderEntry): Promise<UpstreamRead> {
   context.attempts++
   const started = performance.now()
   let read: GatewayRead
@@ -61,14 +61,14 @@ async function readUpstream(context: RequestContext, deps: InferenceDeps, reques
   return { kind: 'read', row: read.row, results: read.row.status === 'completed' ? normalizeResults(read.upstreamBatch.results) : null }
 }
 
-async function getBatch(context: RequestContext, deps: InferenceDeps, request: Request, id: string): Promise<Response> {
+async function getBatch(context: AuthenticatedContext, deps: InferenceDeps, request: Request, id: string): Promise<Response> {
   const { row, provider } = resolveBatch(context, deps, id)
   const read = await readUpstream(context, deps, request, row, provider)
   if (read.kind === 'relay') return read.response
   return json(context, deps, 200, presentBatch(read.row, { results: read.results }))
 }
 
-async function deleteBatch(context: RequestContext, deps: InferenceDeps, request: Request, id: string): Promise<Response> {
+async function deleteBatch(context: AuthenticatedContext, deps: InferenceDeps, request: Request, id: string): Promise<Response> {
   const { row, provider } = resolveBatch(context, deps, id)
   // The state as the gateway has it now (the row may be up to five minutes old).
   const read = await readUpstream(context, deps, request, row, provider)
@@ -98,7 +98,7 @@ function timeParameter(name: string, value: string): number {
   return Math.floor(parsed / 1000)
 }
 
-function listBatches(context: RequestContext, deps: InferenceDeps, request: Request): Response {
+function listBatches(context: AuthenticatedContext, deps: InferenceDeps, request: Request): Response {
   const query = new URL(request.url).searchParams
   let limit = 20
   const rawLimit = query.get('limit')
@@ -117,12 +117,12 @@ function listBatches(context: RequestContext, deps: InferenceDeps, request: Requ
   if (afterId !== null) {
     const claims = readBatchId(afterId, deps.sign)
     if (!claims) throw new RouterError('invalid_batch_id', '`after` is not a batch id the service issued.')
-    const cursor = claims.keyId === context.key!.id ? deps.repositories.batches.get(afterId) : undefined
+    const cursor = claims.keyId === context.key.id ? deps.repositories.batches.get(afterId) : undefined
     if (!cursor) throw new RouterError('batch_not_found', '`after` names no batch of this key.')
     after = { createdAt: cursor.createdAt, id: cursor.id }
   }
   const rows = deps.repositories.batches.list({
-    keyId: context.key!.id,
+    keyId: context.key.id,
     limit: limit + 1,
     after,
     statuses,

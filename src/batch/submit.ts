@@ -12,7 +12,7 @@
  */
 import { RouterError } from '../errors/router-error'
 import { readAnswer } from '../gateways/client'
-import type { RequestContext } from '../pipeline/context'
+import type { AuthenticatedContext } from '../pipeline/context'
 import { applySteering } from '../pipeline/prepare-chat'
 import { finishClientClosed, finishJson } from '../pipeline/finish'
 import { appendSteering } from '../pipeline/responses'
@@ -107,9 +107,9 @@ async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, idleM
   }
 }
 
-export async function submitBatch(context: RequestContext, request: Request, deps: InferenceDeps): Promise<Response> {
-  const key = context.key!
-  const snapshot = context.snapshot!
+export async function submitBatch(context: AuthenticatedContext, request: Request, deps: InferenceDeps): Promise<Response> {
+  const key = context.key
+  const snapshot = context.snapshot
   const body = request.body
   if (!body) throw new RouterError('invalid_json', 'The batch body is not valid JSON: the body is empty.')
   const declared = request.headers.get('content-length')

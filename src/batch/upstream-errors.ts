@@ -4,7 +4,7 @@
  * in the chat envelope, less the provider secret the gateway may echo.
  */
 import type { GatewayAnswer } from '../gateways/client'
-import type { RequestContext } from '../pipeline/context'
+import type { AuthenticatedContext } from '../pipeline/context'
 import { finishJson } from '../pipeline/finish'
 import { setRoutingHeaders } from '../pipeline/respond'
 import type { InferenceDeps } from '../pipeline/types'
@@ -14,7 +14,7 @@ const errorTypeFor = (status: number) =>
   status === 401 || status === 403 ? 'authentication_error' : status === 402 ? 'payment_required' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'api_error' : 'invalid_request_error'
 
 /** The gateway's refusal answered in the chat envelope (`answer` is the upstream client's scrubbed read of it). */
-export function relayUpstreamError(context: RequestContext, deps: InferenceDeps, provider: ProviderEntry, answer: GatewayAnswer): Response {
+export function relayUpstreamError(context: AuthenticatedContext, deps: InferenceDeps, provider: ProviderEntry, answer: GatewayAnswer): Response {
   const upstream = answer
   setRoutingHeaders(context, provider.gateway.id, [], answer.headers, provider.secret)
   const scrubbed = answer.text

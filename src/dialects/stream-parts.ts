@@ -1,5 +1,5 @@
 /**
- * The shared stream vocabulary every dialect decodes into and encodes from (../shared/STYLE.md):
+ * The shared stream vocabulary every dialect decodes into and encodes from:
  * text, reasoning, tool input, finish with usage, and error. Chat's finish reasons are the pivot.
  */
 import type { UpstreamBody } from './upstream-body'

@@ -1,5 +1,5 @@
 /**
- * The 21 gateway kinds (../shared/CONTRACT.md §6), in proxy registration order. Differences
+ * The 21 gateway kinds (CONTRACT §6), in proxy registration order. Differences
  * between gateways are data here; an adapter file exists only for what data cannot say.
  */
 

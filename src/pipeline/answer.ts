@@ -35,7 +35,7 @@ import type { ReplyKind } from '../dialects/reply-shape'
 import { clientToolNames, extendChatBody, extendResponsesBody, type FinishedRound } from '../dialects/tool-rounds'
 import { scrubSecret } from '../gateways/scrub-secret'
 import { upstreamMessage } from './classify-failure'
-import type { RequestContext } from './context'
+import type { AuthenticatedContext } from './context'
 import { failWith, finishAnswer, finishFailedRun, finishJson, finishStream, recordServingAttempt, type StreamEnded } from './finish'
 import type { Operation, PlannedAttempt } from './plan-route'
 import { readUsage, readUsageFromBody, relayChatStream } from './respond'
@@ -102,7 +102,7 @@ export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
   /** The key's pre-routing hooks and enrichment stages act on this endpoint's answers. */
   readonly enriched: boolean
   /** Reads and checks the client's body (errors are RouterErrors); sets the context's model, stream and logged body. */
-  parse(context: RequestContext, request: Request, route: InferenceRoute, deps: InferenceDeps): Promise<P>
+  parse(context: AuthenticatedContext, request: Request, route: InferenceRoute, deps: InferenceDeps): Promise<P>
   /** One attempt's upstream call (its model spelling is `step.model`). */
   toUpstream(step: PlannedAttempt, parsed: P): UpstreamCall
   /** A further check of a parsed buffered reply: a problem fails the attempt over (decisions). */
@@ -110,9 +110,9 @@ export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
   /** Every upstream error is relayed as it came, none failed over (retrieval, pinned to one provider key). */
   readonly relaysErrors?: boolean
   /** An upstream error that is not retried, answered in the dialect's envelope (default: relayed as it came). */
-  errorEnvelope?(context: RequestContext, deps: InferenceDeps, result: RelayResult, parsed: P): Response
+  errorEnvelope?(context: AuthenticatedContext, deps: InferenceDeps, result: RelayResult, parsed: P): Response
   /** The dialect's own pass-through of a reply in its kind (default: relayReply, the bytes as they came). */
-  passThrough?(context: RequestContext, deps: InferenceDeps, result: SuccessResult, parsed: P, stages?: PassedStages): Response | Promise<Response>
+  passThrough?(context: AuthenticatedContext, deps: InferenceDeps, result: SuccessResult, parsed: P, stages?: PassedStages): Response | Promise<Response>
   /**
    * The pass-through can place the stages' attached fields on the last event of the upstream's own
    * stream (a Responses stream's terminal event can hold them; a relayed chat stream has no place to
@@ -120,11 +120,11 @@ export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
    */
   readonly attachesToStream: boolean
   /** Called with the attempt that answers, before anything of the answer is written (headers that name it). */
-  served?(context: RequestContext, served: Served): void
+  served?(context: AuthenticatedContext, served: Served): void
   /** The buffered reply in the dialect (may throw UntranslatableReply); required unless every reply passes through. */
-  writeReply?(context: RequestContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown
+  writeReply?(context: AuthenticatedContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown
   /** Stream parts → the dialect's SSE; required unless every reply passes through. */
-  encodeStream?(context: RequestContext, deps: InferenceDeps, parsed: P, served: Served): TransformStream<StreamPart, Uint8Array>
+  encodeStream?(context: AuthenticatedContext, deps: InferenceDeps, parsed: P, served: Served): TransformStream<StreamPart, Uint8Array>
 }
 
 /** The most model calls one answer makes (CONTRACT §7). */
@@ -137,7 +137,7 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
   return async (context, request, route, deps) => {
     const parsed = await dialect.parse(context, request, route, deps)
     context.mark('body')
-    const pipeline = context.key!.pipeline
+    const pipeline = context.key.pipeline
     let preference: RoutePreference | undefined
     let enrichment: Enrichment | undefined
     // A plain key's request skips all of it: its pipeline was compiled empty.
@@ -175,13 +175,13 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
 }
 
 /** A gateway's error relayed as it came (body and headers are the scrubbed copies run-attempts made). */
-export function relayUpstreamError(context: RequestContext, deps: InferenceDeps, result: RelayResult): Response {
+export function relayUpstreamError(context: AuthenticatedContext, deps: InferenceDeps, result: RelayResult): Response {
   recordServingAttempt(context, result)
   return finishAnswer(context, deps, result.status, result.body, result.headers.get('content-type') ?? 'application/json', `upstream_${result.status}`)
 }
 
 /** An upstream error re-enveloped in a translating dialect's envelope (the gateway's message kept). */
-export function reenvelopedError(context: RequestContext, deps: InferenceDeps, result: RelayResult): Response {
+export function reenvelopedError(context: AuthenticatedContext, deps: InferenceDeps, result: RelayResult): Response {
   recordServingAttempt(context, result)
   const message = upstreamMessage(result.body) ?? `The gateway answered HTTP ${result.status}.`
   return finishJson(context, deps, result.status, upstreamErrorBody(context.envelope, result.status, message), `upstream_${result.status}`)
@@ -192,7 +192,7 @@ export function reenvelopedError(context: RequestContext, deps: InferenceDeps, r
  * (or, with fields to attach, its parsed object written again with them beside it); a stream piped
  * record by record once each is whole and checked.
  */
-export function relayReply(context: RequestContext, deps: InferenceDeps, result: SuccessResult, _parsed?: unknown, stages?: PassedStages): Response {
+export function relayReply(context: AuthenticatedContext, deps: InferenceDeps, result: SuccessResult, _parsed?: unknown, stages?: PassedStages): Response {
   const extras = stages?.extras
   recordServingAttempt(context, result)
   const upstream = result.response
@@ -233,7 +233,7 @@ class Enrichment {
   private signal: AbortSignal | undefined
 
   private constructor(
-    private readonly context: RequestContext,
+    private readonly context: AuthenticatedContext,
     private readonly deps: InferenceDeps,
     private readonly stages: readonly ActiveStage[],
     private readonly deadlineAt: number,
@@ -249,7 +249,7 @@ class Enrichment {
     this.record()
   }
 
-  static async start(context: RequestContext, deps: InferenceDeps, parsed: ParsedRequest, applicable: readonly EnrichmentStage[], clientSignal: AbortSignal | undefined): Promise<Enrichment | undefined> {
+  static async start(context: AuthenticatedContext, deps: InferenceDeps, parsed: ParsedRequest, applicable: readonly EnrichmentStage[], clientSignal: AbortSignal | undefined): Promise<Enrichment | undefined> {
     const deadlineAt = context.startedAt + deps.config.deadlineMs
     const started = performance.now()
     const active = await startStages(applicable, { context, deps, model: parsed.model, siblings: parsed.siblings, clientToolNames: clientToolNames(parsed.upstreamBody), deadlineAt })
@@ -358,7 +358,7 @@ function addUsage(sum: Usage | undefined, usage: Usage | undefined): Usage | und
   }
 }
 
-function setTokens(context: RequestContext, usage: Usage | undefined) {
+function setTokens(context: AuthenticatedContext, usage: Usage | undefined) {
   if (!usage) return
   context.inputTokens = usage.inputTokens
   context.outputTokens = usage.outputTokens
@@ -382,7 +382,7 @@ function readRound(result: SuccessResult): AssistantResult {
 }
 
 /** A reply the translator cannot map is the gateway's fault: 502 in the client's envelope. */
-function untranslatable(context: RequestContext, deps: InferenceDeps, result: SuccessResult, error: unknown): Response {
+function untranslatable(context: AuthenticatedContext, deps: InferenceDeps, result: SuccessResult, error: unknown): Response {
   if (!(error instanceof UntranslatableReply)) {
     const detail = scrubSecret(error instanceof Error ? error.message : String(error), result.step.provider.secret)
     deps.logger.warn('reply_untranslatable', { request_id: context.requestId, gateway: result.step.gateway, error: detail })
@@ -393,7 +393,7 @@ function untranslatable(context: RequestContext, deps: InferenceDeps, result: Su
 
 /** One request's answer in the making: what both answer forms work with. */
 interface Answering<P extends ParsedRequest> {
-  context: RequestContext
+  context: AuthenticatedContext
   deps: InferenceDeps
   dialect: ClientDialect<P>
   parsed: P
@@ -453,7 +453,7 @@ function roundParts(result: SuccessResult, onCancel: (() => void) | undefined): 
 }
 
 /** Watches parts for usage and the end of the stream (for the log), passing them on unchanged. */
-function tapParts(context: RequestContext, end: StreamEnded): TransformStream<StreamPart, StreamPart> {
+function tapParts(context: AuthenticatedContext, end: StreamEnded): TransformStream<StreamPart, StreamPart> {
   let ended = false
   return new TransformStream<StreamPart, StreamPart>({
     transform(part, controller) {
@@ -494,7 +494,7 @@ function streamedAnswer<P extends ParsedRequest>({ context, deps, dialect, parse
 }
 
 /** The buffered reply in the client's dialect (a dialect without a writer takes only its own kind of reply). */
-function writeReply<P extends ParsedRequest>(dialect: ClientDialect<P>, context: RequestContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown {
+function writeReply<P extends ParsedRequest>(dialect: ClientDialect<P>, context: AuthenticatedContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown {
   if (!dialect.writeReply) throw new UntranslatableReply(`a ${served.replyKind} reply cannot be written as ${dialect.name}`)
   return dialect.writeReply(context, deps, reply, parsed, served)
 }
@@ -512,7 +512,7 @@ function roundFailure(result: Exclude<RunResult, { kind: 'success' }>): StreamPa
  * `start`, one `finish` with the usage of every round and the attached fields (the finish waits for
  * them). A failure inside ends the stream with an `error` part, never a broken pipe.
  */
-function enrichedParts(context: RequestContext, deps: InferenceDeps, first: SuccessResult, loop: Enrichment, input: RoutedCallInput, end: StreamEnded): ReadableStream<StreamPart> {
+function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first: SuccessResult, loop: Enrichment, input: RoutedCallInput, end: StreamEnded): ReadableStream<StreamPart> {
   let current = first
   let reader = roundParts(current, undefined).getReader()
   let cancelled = false

@@ -5,6 +5,13 @@ import type { RequestLogRow } from '../storage/repositories/request-logs'
 import { stageTimingsText, type RecordWriter } from '../storage/request-journal'
 import { callerAddress } from './authenticate'
 
+/**
+ * A request past authentication: its key, its workspace and the snapshot it was authenticated
+ * against are known (every endpoint handler, dialect, stage and routed call works on one). Until the
+ * request is finished: RequestContext.finish() lets go of the snapshot for the log queue's sake.
+ */
+export type AuthenticatedContext = RequestContext & { key: KeyEntry; workspace: WorkspaceEntry; snapshot: Snapshot }
+
 /** Response headers by lower-case name: a plain object, handed to `new Response` once at the end. */
 export type ResponseHeaders = Record<string, string>
 

@@ -15,7 +15,7 @@ import { writeChatCompletion } from '../dialects/chat/convert-response'
 import { encodeChatStream } from '../dialects/chat/encode-stream'
 import { finishJson } from './finish'
 import type { EndpointHandler } from './types'
-import type { RequestContext } from './context'
+import type { AuthenticatedContext } from './context'
 import { applySteering, requireModel, siblingsOf, stripRouterFields, validateChatBody } from './prepare-chat'
 import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
 import { upstreamCall } from './routed-call'
@@ -23,7 +23,7 @@ import { reenvelopedError, type ClientDialect, type ParsedRequest } from './answ
 import type { StageSiblings } from './stages/registry'
 
 /** The key's steering message, as its compiled pipeline resolved it (the key's, else its workspace's). */
-const steeringOf = (context: RequestContext) => context.key!.pipeline.steering
+const steeringOf = (context: AuthenticatedContext) => context.key.pipeline.steering
 
 interface ChatRequest extends ParsedRequest {
   /** The client's bytes, when they can go upstream unchanged (nothing added or removed). */

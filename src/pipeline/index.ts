@@ -5,7 +5,7 @@
 import { RouterError } from '../errors/router-error'
 import type { Envelope } from '../errors/render'
 import { authenticate, presentedKey } from './authenticate'
-import { RequestContext } from './context'
+import { RequestContext, type AuthenticatedContext } from './context'
 import { dialectHandler } from './answer'
 import { handleGetModel, handleListModels } from './list-models'
 import { failWith, internalError } from './finish'
@@ -58,7 +58,8 @@ export async function handleInference(request: Request, route: InferenceRoute, d
     context.mark('auth')
     const handler = handlers[route.endpoint]
     if (!handler) throw new RouterError('not_found', 'This endpoint is not served by this build.')
-    return await handler(context, request, route, deps)
+    // From here on the request is authenticated: its key, workspace and snapshot are set (above).
+    return await handler(context as AuthenticatedContext, request, route, deps)
   } catch (error) {
     // The error path is guarded too: the fetch handler returns this promise as it is, and only a
     // throw before the try (building the context) would reach Bun.serve's error handler.

@@ -8,7 +8,7 @@
 import { RouterError } from '../errors/router-error'
 import { buildGatewayCatalog, isBatchId, spellingFor } from '../gateways/model-catalog'
 import type { ProviderEntry } from './read-model/snapshot'
-import type { RequestContext } from './context'
+import type { AuthenticatedContext } from './context'
 import { finishJson } from './finish'
 import type { EndpointHandler, InferenceDeps } from './types'
 import { defaultUpstreamTimeoutMs, eligibleTargets } from './plan-route'
@@ -38,8 +38,8 @@ async function fetchListing(provider: ProviderEntry, deps: InferenceDeps, signal
   return { provider, models: undefined, calls }
 }
 
-async function mergedCatalog(context: RequestContext, deps: InferenceDeps, signal: AbortSignal) {
-  const key = context.key!
+async function mergedCatalog(context: AuthenticatedContext, deps: InferenceDeps, signal: AbortSignal) {
+  const key = context.key
   const snapshot = (context.snapshot ?? deps.snapshots.current())
   const targets = eligibleTargets(key.rule, snapshot.providers, snapshot.gatewayEnabled)
   const providers = [...new Set(targets.map((target) => target.providerKeyId))].map((id) => snapshot.providers.get(id)!)

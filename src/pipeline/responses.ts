@@ -12,7 +12,7 @@ import type { EventSourceMessage } from 'eventsource-parser'
 import { sseEvent } from '../dialects/sse/encode'
 import { breakSafe } from '../dialects/stream-parts'
 import type { ProviderEntry } from './read-model/snapshot'
-import type { RequestContext } from './context'
+import type { AuthenticatedContext } from './context'
 import { failWith, finishJson, finishStream, recordServingAttempt, type StreamEnded } from './finish'
 import { isObject, readJsonBody } from './read-body'
 import { requireModel, siblingsOf, stripRouterFields } from './prepare-chat'
@@ -27,10 +27,10 @@ type Json = Record<string, any>
 const isNative = (provider: ProviderEntry) => provider.gateway.capabilities.responses !== 'translated'
 
 /** Checks a chained id against the key (SPEC "Responses-chaining codes"); returns the pinned provider. */
-function resolveChain(context: RequestContext, deps: InferenceDeps, id: unknown, purpose: 'chain' | 'retrieve'): { claims: ResponseIdClaims; provider: ProviderEntry } {
+function resolveChain(context: AuthenticatedContext, deps: InferenceDeps, id: unknown, purpose: 'chain' | 'retrieve'): { claims: ResponseIdClaims; provider: ProviderEntry } {
   const claims = readResponseId(id, deps.sign)
   if (!claims) throw new RouterError('invalid_previous_response_id', purpose === 'retrieve' ? 'This is not a response id this service issued.' : undefined)
-  const key = context.key!
+  const key = context.key
   if (claims.keyId !== key.id) throw new RouterError('response_chain_wrong_key')
   if (Date.now() - claims.createdAt * 1000 > responseIdLifetimeMs) throw new RouterError('response_chain_expired')
   const provider = (context.snapshot ?? deps.snapshots.current()).providers.get(claims.providerKeyId)
@@ -86,7 +86,7 @@ function rewriteResponse(value: Json, id: string, previousId: string | null, hid
  * them (CONTRACT §7); the text they see is the stream's output text.
  */
 function nativeStream(
-  context: RequestContext,
+  context: AuthenticatedContext,
   result: SuccessResult,
   issueId: IssueId,
   previousId: string | null,
@@ -209,14 +209,14 @@ interface ResponsesRequest extends ParsedRequest {
 }
 
 /** X-Router-Responses-Mode: how the serving gateway answered. */
-function setMode(context: RequestContext, provider: ProviderEntry) {
+function setMode(context: AuthenticatedContext, provider: ProviderEntry) {
   context.headers['x-router-responses-mode'] = isNative(provider) ? 'native' : 'translated'
 }
 
 /** The shell of a Response this service writes (translated mode, or an answer its stages made). */
-function responseShell(deps: InferenceDeps, context: RequestContext, parsed: ResponsesRequest, served: Served, upstreamId?: string, upstreamCreatedAt?: number): ResponseShell {
+function responseShell(deps: InferenceDeps, context: AuthenticatedContext, parsed: ResponsesRequest, served: Served, upstreamId?: string, upstreamCreatedAt?: number): ResponseShell {
   const createdAt = upstreamCreatedAt ?? Math.floor(Date.now() / 1000)
-  const id = idIssuer(deps, served.step.provider.id, context.key!.id)(upstreamId ?? '', createdAt)
+  const id = idIssuer(deps, served.step.provider.id, context.key.id)(upstreamId ?? '', createdAt)
   return { id, model: parsed.model, createdAt, request: parsed.upstreamBody }
 }
 
@@ -237,7 +237,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     context.requestBody = text
     context.model = model
     context.stream = value.stream === true
-    const key = context.key!
+    const key = context.key
     const chain = value.previous_response_id !== undefined && value.previous_response_id !== null ? resolveChain(context, deps, value.previous_response_id, 'chain') : undefined
     // The companion-ad and keyterm siblings never go upstream (SPEC "Body processing").
     const body = appendSteering(stripRouterFields(value), key.steeringMessage ?? context.workspace?.steeringMessage)
@@ -280,7 +280,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
   },
   attachesToStream: true,
   passThrough(context, deps, result, parsed, stages) {
-    const issueId = idIssuer(deps, result.step.provider.id, context.key!.id)
+    const issueId = idIssuer(deps, result.step.provider.id, context.key.id)
     context.headers['x-router-responses-mode'] = 'native'
     recordServingAttempt(context, result)
     if (result.stream) return finishStream(context, deps, 200, (end) => nativeStream(context, result, issueId, parsed.previousId, parsed.upstreamBody, stages?.attach, end))
@@ -331,7 +331,7 @@ export const responsesRetrieveDialect: ClientDialect<RetrieveRequest> = {
   attachesToStream: false,
   async parse(context, _request, route, deps) {
     const { claims, provider } = resolveChain(context, deps, route.parameter, 'retrieve')
-    const upstreamTimeoutMs = context.key!.upstreamTimeoutMs ?? defaultUpstreamTimeoutMs
+    const upstreamTimeoutMs = context.key.upstreamTimeoutMs ?? defaultUpstreamTimeoutMs
     return {
       model: '',
       stream: false,

@@ -9,7 +9,7 @@ import { forwardedHeaders } from '../gateways/client'
 import { spellingFor } from '../gateways/model-catalog'
 import { chatToResponses } from '../dialects/responses/convert-request'
 import type { ReplyKind } from '../dialects/reply-shape'
-import type { RequestContext } from './context'
+import type { AuthenticatedContext } from './context'
 import type { InferenceDeps } from './types'
 import type { Operation, PlannedAttempt, PlanStep, RoutePlan } from './plan-route'
 import { cachedPlan, planFor } from './read-model/plan-cache'
@@ -86,7 +86,7 @@ class RoutedCall implements AttemptCall {
   private readonly forwarded: readonly [string, string][]
 
   constructor(
-    private readonly context: RequestContext,
+    private readonly context: AuthenticatedContext,
     private readonly deps: InferenceDeps,
     private readonly input: RoutedCallInput,
   ) {
@@ -148,9 +148,9 @@ function preferred(plan: RoutePlan, preference: RoutePreference, snapshot: Snaps
 }
 
 /** Plans and runs the attempts of one routed call (every endpoint of the answer path). */
-export function runRoutedCall(context: RequestContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
+export function runRoutedCall(context: AuthenticatedContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
   const snapshot = (context.snapshot ??= deps.snapshots.current())
-  const key = context.key!
+  const key = context.key
   let steps = input.steps
   if (!steps) {
     const plan = input.preference ? preferred(planFor(snapshot, key, input, deps.random), input.preference, snapshot) : cachedPlan(snapshot, key, input, deps.random)

@@ -5,7 +5,7 @@ import type { Logger } from '../observability/logger'
 import type { Metrics } from '../observability/metrics'
 import type { SnapshotStore } from './read-model/snapshot'
 import type { Repositories } from '../storage/repositories'
-import type { RequestContext } from './context'
+import type { AuthenticatedContext } from './context'
 import type { RequestLogQueue } from './log-request'
 import type { McpServers } from './stages/mcp-servers'
 import type { UpstreamClient } from '../gateways/client'
@@ -53,5 +53,5 @@ export interface InferenceRoute {
   parameter?: string
 }
 
-export type EndpointHandler = (context: RequestContext, request: Request, route: InferenceRoute, deps: InferenceDeps) => Promise<Response>
+export type EndpointHandler = (context: AuthenticatedContext, request: Request, route: InferenceRoute, deps: InferenceDeps) => Promise<Response>
 

@@ -104,7 +104,7 @@ function echoedTools(tools: unknown): Json[] {
 
 /**
  * The fields a Response object repeats from its request, with the values the real API reports
- * (../shared/fixtures/upstream/openai-responses/response-text.json), in its key order. A translated
+ * (the vendor's recorded text response), in its key order. A translated
  * response is not stored (it cannot be retrieved, SPEC "POST /responses"), runs in the foreground, and
  * carries no logprobs.
  */

@@ -3,7 +3,7 @@
  * continuous `sequence_number` and `output_index`, and exactly one terminal event:
  * `response.completed`, `response.incomplete`, or — on a mid-stream failure — an `error` event
  * followed by `response.failed`, as the real API sends them
- * (../shared/fixtures/upstream/openai-responses/stream-error-insufficient-quota.chunks.jsonl).
+ * (the vendor's recorded stream of an insufficient-quota error).
  */
 import { sseEvent } from '../sse/encode'
 import type { StreamPart, Usage } from '../stream-parts'

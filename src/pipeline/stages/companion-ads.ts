@@ -17,7 +17,7 @@ export const companionAdsStage: EnrichmentStage = {
   name: 'ads',
   appliesTo: (key) => key.companionAds,
   async start({ context, deps, model, siblings }: StageRequest): Promise<ActiveStage> {
-    const body = { ad_request: siblings.adRequest ?? null, model, key_id: context.key!.id }
+    const body = { ad_request: siblings.adRequest ?? null, model, key_id: context.key.id }
     let call: Promise<PluginResult<unknown[]>> | undefined
     let result: PluginResult<unknown[]> | undefined
     const outcome = () => (result?.error ? result.error.code : result?.value?.length ? 'fill' : 'no_fill')

@@ -15,7 +15,7 @@
  */
 import { canonicalId, decideModel, gatewaysListing, spellingFor, type GatewayCatalog } from '../../gateways/model-catalog'
 import type { ProviderEntry } from '../read-model/snapshot'
-import type { RequestContext } from '../context'
+import type { AuthenticatedContext } from '../context'
 import { checkDecisionAnswer, type DecisionQuestion } from '../decisions'
 import type { InferenceDeps } from '../types'
 import type { PreRoutingHook } from './registry'
@@ -94,13 +94,13 @@ function usdPerMillion(catalog: GatewayCatalog | undefined, spelled: string | un
 }
 
 /** One fact per distinct gateway among the key's callable targets, in rule order. */
-function factsOf(context: RequestContext, model: string): Fact[] {
-  const snapshot = context.snapshot!
+function factsOf(context: AuthenticatedContext, model: string): Fact[] {
+  const snapshot = context.snapshot
   const facts: Fact[] = []
   const seen = new Set<string>()
   const now = Date.now()
   const knownSomewhere = gatewaysListing(snapshot.catalogs, model, now).length > 0
-  for (const target of context.key!.rule.targets) {
+  for (const target of context.key.rule.targets) {
     const provider = snapshot.providers.get(target.providerKeyId)
     if (!provider || provider.disabled || !provider.gateway.routable || snapshot.gatewayEnabled.get(provider.gateway.id) === false) continue
     if (seen.has(provider.gateway.id)) continue
@@ -114,16 +114,16 @@ function factsOf(context: RequestContext, model: string): Fact[] {
 }
 
 /** The models the decision call may pick from besides the inbound one: the key's list, or the cheapest listed elsewhere on its targets. */
-function modelOptions(config: DecisionerConfig, facts: readonly Fact[], model: string, context: RequestContext): string[] {
+function modelOptions(config: DecisionerConfig, facts: readonly Fact[], model: string, context: AuthenticatedContext): string[] {
   if (!config.allow_model_override) return []
   const allowed = config.models ?? shortlist(facts, model, context)
   return [...new Set(allowed)].filter((candidate) => candidate !== model)
 }
 
-function shortlist(facts: readonly Fact[], model: string, context: RequestContext): string[] {
+function shortlist(facts: readonly Fact[], model: string, context: AuthenticatedContext): string[] {
   const priced = new Map<string, number>()
   for (const fact of facts) {
-    const catalog = context.snapshot!.catalogs.get(fact.gateway)
+    const catalog = context.snapshot.catalogs.get(fact.gateway)
     if (!catalog) continue
     for (const [spelled, pricing] of catalog.prices) {
       if (pricing.prompt === undefined || pricing.completion === undefined) continue
@@ -157,8 +157,8 @@ function topChoice(answer: { answer: string; probabilities: Record<string, numbe
  * The decision for a request. A pinned Responses chain skips it (SPEC: the follow-up goes to the
  * provider that holds the state); the key has a decisioner, so the header says so.
  */
-export async function decide(context: RequestContext, deps: InferenceDeps, model: string, pinned: boolean): Promise<Decision> {
-  const config = context.key!.rule.decisioner as unknown as DecisionerConfig
+export async function decide(context: AuthenticatedContext, deps: InferenceDeps, model: string, pinned: boolean): Promise<Decision> {
+  const config = context.key.rule.decisioner as unknown as DecisionerConfig
   const objective: Objective = config.objective ?? 'cost'
   const skip = (reason: string, callMs?: number): Decision => ({ header: header([`skipped:${reason}`, `obj:${objective}`]), callMs })
   if (pinned) return skip('pinned_chain')
@@ -177,8 +177,8 @@ export async function decide(context: RequestContext, deps: InferenceDeps, model
   }
 
   // One decision call: which target, and (when allowed) which model.
-  const decider = context.snapshot!.providers.get(config.provider_key_id)
-  const snapshot = context.snapshot!
+  const decider = context.snapshot.providers.get(config.provider_key_id)
+  const snapshot = context.snapshot
   if (!decider || decider.disabled || !decider.gateway.capabilities.decisioner || snapshot.gatewayEnabled.get(decider.gateway.id) === false) return skip('jev_error')
   // The options are the targets a pick can serve: not known to lack the model, within the budget.
   const servable = facts.filter((fact) => fact.sendable && (budget === undefined || fact.usdPerMillion === undefined || fact.usdPerMillion <= budget))
@@ -218,7 +218,7 @@ export async function decide(context: RequestContext, deps: InferenceDeps, model
   if (answers[1]) {
     const chosen = topChoice(answers[1])
     // An override needs the same confidence, and a model the picked target can be sent.
-    const catalog = context.snapshot!.catalogs.get(picked.gateway)
+    const catalog = context.snapshot.catalogs.get(picked.gateway)
     if (chosen.option !== model && chosen.p >= minConfidence && headerSafe(chosen.option) && (!catalog || spellingFor(catalog, chosen.option) !== undefined)) override = chosen.option
   }
   return {
@@ -237,7 +237,7 @@ export async function decide(context: RequestContext, deps: InferenceDeps, model
 }
 
 /** The decision call's time; counted as time waiting on the outside, not the router's overhead. */
-function elapsed(started: number, context: RequestContext): number {
+function elapsed(started: number, context: AuthenticatedContext): number {
   const ms = performance.now() - started
   context.upstreamWaitMs += ms
   return Math.round(ms * 1000) / 1000

@@ -31,7 +31,7 @@ export const mcpToolsStage: EnrichmentStage = {
   name: 'mcp',
   appliesTo: (key) => key.mcpServers.length > 0,
   async start({ context, deps, clientToolNames, deadlineAt }: StageRequest): Promise<ActiveStage | undefined> {
-    const servers = context.key!.mcpServers
+    const servers = context.key.mcpServers
     const lists = await Promise.all(servers.map((server) => deps.mcpServers.tools(server, deadlineAt - performance.now())))
     const used = new Set(clientToolNames)
     const tools: OfferedTool[] = []

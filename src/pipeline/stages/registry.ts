@@ -12,7 +12,7 @@
  *   for the log) are the key's and its workspace's settings, resolved here too.
  */
 import type { Config } from '../../config/env'
-import type { RequestContext } from '../context'
+import type { AuthenticatedContext } from '../context'
 import type { KeyEntry, WorkspaceEntry } from '../read-model/snapshot'
 import type { InferenceDeps } from '../types'
 import { decisionerHook } from './decisioner'
@@ -66,7 +66,7 @@ export interface StageSiblings {
 }
 
 export interface StageRequest {
-  context: RequestContext
+  context: AuthenticatedContext
   deps: InferenceDeps
   /** The model as the client named it. */
   model: string
@@ -101,7 +101,7 @@ export interface PreRoutingHook {
   /** Whether the hook applies to a key's requests at all (decided once, when the key's entry is built). */
   appliesTo(key: KeyFeatures, flags: FeatureFlags): boolean
   /** Runs before the rule (it may set headers and the log's record of it); undefined: the rule as it is. */
-  run(context: RequestContext, deps: InferenceDeps, request: { model: string; pinned: boolean }): Promise<RoutePreference | undefined>
+  run(context: AuthenticatedContext, deps: InferenceDeps, request: { model: string; pinned: boolean }): Promise<RoutePreference | undefined>
 }
 
 /** Every pre-routing hook, in the order they run. */
