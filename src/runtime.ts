@@ -9,13 +9,14 @@ import { createRepositories, type ConfigChange, type Repositories } from './stor
 import type { AppDeps } from './api/deps'
 import { createSnapshotStore, type SnapshotStore } from './pipeline/read-model/snapshot'
 import { McpServers } from './pipeline/stages/mcp-servers'
-import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log-request'
+import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log/log-request'
 import { RoleWatcher } from './cluster/role'
 import { Writer } from './cluster/writer'
 import { spoolPath } from './cluster/spool'
 import { createUsageReader } from './storage/usage-reader'
 import { createReadThread, type ReadThread } from './storage/read-thread'
 import { UpstreamClient } from './gateways/client'
+import { registerBatch } from './batch'
 
 export interface Runtime extends AppDeps {
   config: Config
@@ -56,6 +57,8 @@ export interface RuntimeOptions {
 }
 
 export function createRuntime(config: Config, options: RuntimeOptions = {}): Runtime {
+  // The features that plug into the pipeline's and the scheduler's tables (once per process).
+  registerBatch()
   const logger = options.logger ?? createLogger(config.logLevel)
   const roles = new RoleWatcher(options.asPrimary ? undefined : config.litefsDir, (error) => logger.error('role_read_failed', { error: error instanceof Error ? error.message : String(error) }))
   const role = roles.current()

@@ -22,7 +22,7 @@
 import { join } from 'node:path'
 import { Metrics } from '../../src/observability/metrics'
 import { silentLogger } from '../../src/observability/logger'
-import { createRequestLogQueue } from '../../src/pipeline/log-request'
+import { createRequestLogQueue } from '../../src/pipeline/log/log-request'
 import { databaseLogSink } from '../../src/cluster/writer'
 import { openStorage } from '../../src/storage/client'
 import { createRepositories } from '../../src/storage/repositories'

@@ -6,7 +6,7 @@ import bundleFile from 'swagger-ui-dist/swagger-ui-bundle.js' with { type: 'file
 import cssFile from 'swagger-ui-dist/swagger-ui.css' with { type: 'file' }
 import iconFile from 'swagger-ui-dist/favicon-32x32.png' with { type: 'file' }
 import { decisionsPath } from './decisions-document'
-import { jsonResponse } from './json-response'
+import { jsonResponse } from '../http/json-response'
 
 const documentPath = '/api/v1/openapi.json'
 const docsPath = '/api/v1/docs'

@@ -1,7 +1,7 @@
 /** GET /healthz (no auth) and GET /metrics (Prometheus text), on every role. */
 import { Elysia } from 'elysia'
 import type { AppDeps } from './deps'
-import { jsonResponse } from './json-response'
+import { jsonResponse } from '../http/json-response'
 
 export function healthRoutes(deps: AppDeps) {
   return new Elysia({ name: 'health' })

@@ -5,7 +5,7 @@
  * batch id is not in it: it is known only after the upload, and lives in the batch's row.
  */
 import { randomBytes } from 'node:crypto'
-import { issueSignedId, readSignedId } from '../pipeline/signed-id'
+import { issueSignedId, readSignedId } from '../http/signed-id'
 
 export const batchIdPrefix = 'batch_rt_'
 export const batchRetentionMs = 30 * 86_400_000

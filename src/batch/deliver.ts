@@ -4,14 +4,14 @@
  * X-Router-Delivery header), then dropped (SPEC "Batch webhook"). A failure never changes the batch.
  *
  * Webhooks: the target rule is checked again at every delivery and the request goes to the checked
- * address (management/outbound-target.ts); redirects are not followed; 10 s limit; any 2xx
+ * address (net/outbound-target.ts); redirects are not followed; 10 s limit; any 2xx
  * acknowledges. The signature is hex HMAC-SHA256 keyed with the key's signing secret over
  * `<unix seconds>.<raw body>`. E-mails go through RT_SMTP_URL with nodemailer.
  */
 import { createHmac } from 'node:crypto'
 import { hostname } from 'node:os'
 import nodemailer from 'nodemailer'
-import { fetchOutboundTarget, resolveOutboundTarget } from '../management/outbound-target'
+import { fetchOutboundTarget, resolveOutboundTarget } from '../net/outbound-target'
 import type { Runtime } from '../runtime'
 import type { JobProgress } from '../scheduler/jobs'
 import type { OutboxRow } from '../storage/repositories/batches'

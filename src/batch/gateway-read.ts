@@ -6,7 +6,7 @@
  */
 import { parseJson } from '../dialects/sse/decode'
 import type { GatewayAnswer, UpstreamClient } from '../gateways/client'
-import { isObject } from '../pipeline/read-body'
+import { isObject } from '../http/read-body'
 import type { Repositories } from '../storage/repositories'
 import type { BatchRow } from '../storage/repositories/batches'
 import type { ProviderEntry } from '../pipeline/read-model/snapshot'

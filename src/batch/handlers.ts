@@ -5,9 +5,9 @@
  */
 import { RouterError } from '../errors/router-error'
 import { GatewayUnreachable, type GatewayAnswer } from '../gateways/client'
-import type { AuthenticatedContext } from '../pipeline/context'
-import { finishJson } from '../pipeline/finish'
-import { setRoutingHeaders } from '../pipeline/respond'
+import type { AuthenticatedContext } from '../pipeline/request/context'
+import { finishJson } from '../pipeline/answer/finish'
+import { setRoutingHeaders } from '../pipeline/answer/respond'
 import type { EndpointHandler, InferenceDeps } from '../pipeline/types'
 import { batchStatuses, isTerminalStatus, type BatchRow } from '../storage/repositories/batches'
 import type { ProviderEntry } from '../pipeline/read-model/snapshot'

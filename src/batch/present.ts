@@ -2,7 +2,7 @@
  * The batch object of SPEC "Batch object", from a batch row and, when the gateway was just read, its
  * own batch object; and what a gateway's batch object says, as a row update.
  */
-import { isObject } from '../pipeline/read-body'
+import { isObject } from '../http/read-body'
 import { batchStatuses, isTerminalStatus, type BatchProgress, type BatchRow, type BatchStatus } from '../storage/repositories/batches'
 
 type Json = Record<string, unknown>

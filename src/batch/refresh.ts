@@ -14,7 +14,7 @@ import type { JobProgress } from '../scheduler/jobs'
 import type { BatchRow } from '../storage/repositories/batches'
 import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 import { parseJson } from '../dialects/sse/decode'
-import { isObject } from '../pipeline/read-body'
+import { isObject } from '../http/read-body'
 import { readGatewayBatch } from './gateway-read'
 import { progressFromUpstream } from './present'
 

@@ -8,7 +8,7 @@
 import { RouterError } from '../errors/router-error'
 import { isFresh, spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
 import { ModelListingFailed, type UpstreamClient } from '../gateways/client'
-import { orderTargets, rollRemap } from '../pipeline/plan-route'
+import { orderTargets, rollRemap } from '../pipeline/routing/plan-route'
 import type { KeyEntry, ProviderEntry, Snapshot } from '../pipeline/read-model/snapshot'
 
 export interface BatchTarget {

@@ -4,9 +4,9 @@
  * in the chat envelope, less the provider secret the gateway may echo.
  */
 import type { GatewayAnswer } from '../gateways/client'
-import type { AuthenticatedContext } from '../pipeline/context'
-import { finishJson } from '../pipeline/finish'
-import { setRoutingHeaders } from '../pipeline/respond'
+import type { AuthenticatedContext } from '../pipeline/request/context'
+import { finishJson } from '../pipeline/answer/finish'
+import { setRoutingHeaders } from '../pipeline/answer/respond'
 import type { InferenceDeps } from '../pipeline/types'
 import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 

@@ -15,9 +15,9 @@ import type { Repositories } from '../storage/repositories'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
 import type { NodeRole } from './role'
 import { LogSpool } from './spool'
-import { jsonResponse } from '../api/json-response'
+import { jsonResponse } from '../http/json-response'
 
-/** Where the log queue (pipeline/log-request.ts) commits its batches. */
+/** Where the log queue (pipeline/log/log-request.ts) commits its batches. */
 export interface LogSink {
   /** Writes rows; `replayed` rows may have been written before and are then skipped. Returns the rows new here. */
   commit(rows: RequestLogRow[], replayed: boolean): number

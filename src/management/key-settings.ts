@@ -9,10 +9,10 @@ import { generateSecret } from '../storage/crypto'
 import type { ManagementDeps } from './context'
 import { badRequest, notFound } from './errors'
 import { requireKeyRow as requireKey, type KeyRef } from './keys'
-import { checkOutboundUrl } from './outbound-target'
+import { checkOutboundUrl } from '../net/outbound-target'
 
 /**
- * A webhook URL checked against the target rule (outbound-target.ts), the key first: the check
+ * A webhook URL checked against the target rule (net/outbound-target.ts), the key first: the check
  * resolves the host, so it runs before the write, which is synchronous (the audit event goes in its
  * transaction).
  */
@@ -63,7 +63,7 @@ function presentMcpServers(deps: ManagementDeps, keyId: string) {
 
 /**
  * An MCP server is called on the key's behalf like a webhook, so it follows the webhook's target
- * rule (outbound-target.ts), here at save time (checked before the synchronous write) and in the MCP
+ * rule (net/outbound-target.ts), here at save time (checked before the synchronous write) and in the MCP
  * client at every connection.
  */
 export async function checkMcpServerUrl(deps: ManagementDeps, keyId: KeyRef, rawUrl: string): Promise<string> {

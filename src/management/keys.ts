@@ -5,7 +5,7 @@ import type { InferenceKeyRow, KeyWithRule } from '../storage/repositories/infer
 import type { ProviderKeyRow } from '../storage/repositories/provider-keys'
 import { assertCanWrite, isPlainObject, pickLabel, uuidPattern, type Actor, type ManagementDeps } from './context'
 import { ManagementError, badRequest, messages, notFound } from './errors'
-import { parseAllowlist } from './ip-allowlist'
+import { parseAllowlist } from '../net/ip-allowlist'
 import { emptyRule, presentRule, validateRoutingRule } from './routing'
 import { KeyCreateInput, KeyUpdateInput, apiShapes, assertValid, type ApiShape } from './schemas'
 

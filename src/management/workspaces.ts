@@ -7,7 +7,7 @@ import { displayPrefix, generateSecret, hashSecret, hashesEqual } from '../stora
 import type { ManagementKeyRow, WorkspaceRow } from '../storage/repositories/workspaces'
 import { uuidPattern, type Actor, type ManagementDeps } from './context'
 import { badRequest, ManagementError, notFound } from './errors'
-import { parseAllowlist } from './ip-allowlist'
+import { parseAllowlist } from '../net/ip-allowlist'
 
 export const managementKeyPrefix = 'rt_mgmt_'
 

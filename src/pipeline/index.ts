@@ -4,18 +4,17 @@
  */
 import { RouterError } from '../errors/router-error'
 import type { Envelope } from '../errors/render'
-import { authenticate, presentedKey } from './authenticate'
-import { RequestContext, type AuthenticatedContext } from './context'
-import { dialectHandler } from './answer'
-import { handleGetModel, handleListModels } from './list-models'
-import { failWith, internalError } from './finish'
+import { authenticate, presentedKey } from './request/authenticate'
+import { RequestContext, type AuthenticatedContext } from './request/context'
+import { dialectHandler } from './answer/answer'
+import { handleGetModel, handleListModels } from './endpoints/list-models'
+import { failWith, internalError } from './answer/finish'
 import type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
-import { chatDialect, contentDialect, embeddingsDialect, handleCountTokens, handleStreamGenerateContent, messagesDialect } from './dialect-endpoints'
-import { responsesDialect, responsesRetrieveDialect } from './responses'
-import { handleBatches } from '../batch/handlers'
-import { decisionsDialect } from './decisions'
+import { chatDialect, contentDialect, embeddingsDialect, handleCountTokens, handleStreamGenerateContent, messagesDialect } from './endpoints/dialect-endpoints'
+import { responsesDialect, responsesRetrieveDialect } from './endpoints/responses'
+import { decisionsDialect } from './endpoints/decisions'
 
-export { internalError } from './finish'
+export { internalError } from './answer/finish'
 export type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
 
 export function envelopeForShape(shape: string): Envelope {
@@ -33,8 +32,15 @@ const handlers: Partial<Record<InferenceEndpoint, EndpointHandler>> = {
   stream_generate_content: handleStreamGenerateContent,
   responses: dialectHandler(responsesDialect),
   responses_get: dialectHandler(responsesRetrieveDialect),
-  batches: handleBatches,
   decisions: dialectHandler(decisionsDialect),
+}
+
+/**
+ * A feature's endpoint joins the table (the Batch API's, batch/index.ts, registered by the composition
+ * root runtime.ts): this table imports no feature.
+ */
+export function registerEndpoint(endpoint: InferenceEndpoint, handler: EndpointHandler) {
+  handlers[endpoint] = handler
 }
 
 export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {

@@ -1,9 +1,11 @@
-/** The scheduled jobs by name (CONTRACT §5 `jobs run NAME`), runnable once from the CLI. */
+/**
+ * The scheduled jobs by name (CONTRACT §5 `jobs run NAME`), runnable once from the CLI: this
+ * folder's own, and the ones a feature registers (the Batch API's, batch/index.ts) when the
+ * composition root (runtime.ts) puts the service together. This table imports no feature.
+ */
 import type { Runtime } from '../runtime'
 import { crawlCatalogs } from './jobs/catalog-crawl'
 import { learnBudgets } from './jobs/budget-learn'
-import { refreshBatches } from '../batch/refresh'
-import { deliverOutbox } from '../batch/deliver'
 
 export const jobNames = ['catalog-crawl', 'budget-learn', 'batch-refresh', 'webhooks', 'all'] as const
 export type JobName = (typeof jobNames)[number]
@@ -13,19 +15,31 @@ export type JobProgress = (done: number, total: number) => void
 
 export type Job = (runtime: Runtime, progress: JobProgress) => Promise<Record<string, unknown>>
 
-export const jobs: Record<Exclude<JobName, 'all'>, Job> = {
+export type ScheduledJobName = Exclude<JobName, 'all'>
+
+const registered: Partial<Record<ScheduledJobName, Job>> = {
   'catalog-crawl': crawlCatalogs,
   'budget-learn': learnBudgets,
-  'batch-refresh': refreshBatches,
-  webhooks: deliverOutbox,
+}
+
+/** A feature's jobs join the table (its names are in jobNames: the CLI knows them before anything loads). */
+export function registerJobs(jobs: Partial<Record<ScheduledJobName, Job>>) {
+  Object.assign(registered, jobs)
+}
+
+/** The job of this name; one no feature registered in this process is an error, not a silent skip. */
+export function jobNamed(name: ScheduledJobName): Job {
+  const job = registered[name]
+  if (!job) throw new Error(`the job '${name}' is not registered in this process`)
+  return job
 }
 
 export async function runJob(runtime: Runtime, name: string, progress: JobProgress = () => {}): Promise<Record<string, unknown>> {
   if (!(jobNames as readonly string[]).includes(name)) throw new Error(`unknown job '${name}': one of ${jobNames.join(', ')}`)
   if (name === 'all') {
     const results: Record<string, unknown> = {}
-    for (const [jobName, job] of Object.entries(jobs)) results[jobName] = await job(runtime, progress)
+    for (const jobName of jobNames) if (jobName !== 'all') results[jobName] = await jobNamed(jobName)(runtime, progress)
     return { job: 'all', results }
   }
-  return { job: name, ...(await jobs[name as Exclude<JobName, 'all'>](runtime, progress)) }
+  return { job: name, ...(await jobNamed(name as ScheduledJobName)(runtime, progress)) }
 }

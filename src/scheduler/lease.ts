@@ -7,7 +7,7 @@
 import { hostname } from 'node:os'
 import type { Runtime } from '../runtime'
 import type { Logger } from '../observability/logger'
-import { jobNames, jobs, type Job, type JobProgress } from './jobs'
+import { jobNamed, jobNames, type Job, type JobProgress } from './jobs'
 import { scheduleOf, type ScheduledJobName } from './schedules'
 
 /** Long enough that a renewal missed under load does not free it; short enough that a dead holder's lease frees the job soon. */
@@ -89,7 +89,7 @@ export async function runUnderLease(runtime: Runtime, name: ScheduledJobName, op
     }
   }, options.renewEveryMs ?? defaultRenewEveryMs)
   const progress = throttleProgress((done, total) => logger.info('job_progress', { job: name, done, total }), now)
-  const job = options.job ?? jobs[name]
+  const job = options.job ?? jobNamed(name)
   let outcome: LeaseRunOutcome
   try {
     const result = await job(runtime, progress.report)
@@ -132,6 +132,6 @@ export async function runJobNow(runtime: Runtime, name: string, options: { holde
   }
   if (name !== 'all') return { job: name, ...(await runOne(name as ScheduledJobName)) }
   const results: Record<string, unknown> = {}
-  for (const job of Object.keys(jobs) as ScheduledJobName[]) results[job] = await runOne(job)
+  for (const job of jobNames) if (job !== 'all') results[job] = await runOne(job)
   return { job: 'all', results }
 }

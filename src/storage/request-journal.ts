@@ -1,7 +1,7 @@
 /**
  * The request-log journal: every finished request's row is written to a local file before the
  * request is done, so a crash of the process (kill -9, an out-of-memory kill) loses no billing row.
- * The journal is also the log queue's store: the queue (pipeline/log-request.ts) reads the rows of
+ * The journal is also the log queue's store: the queue (pipeline/log/log-request.ts) reads the rows of
  * ended segments back and commits them to SQLite in batches; a segment is given up only once its rows
  * are committed there (on a LiteFS replica, later: once the primary has acknowledged them, CONTRACT
  * §10), and segments a process left behind are replayed at the next start.

@@ -28,7 +28,8 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     groq = await startMockGateway({ handler: () => ({ status: 500, json: { error: { message: 'boom', type: 'server_error' } } }) })
     server = await startTestServer({ RT_GATEWAY_URL_OPENAI: openai.url, RT_GATEWAY_URL_GROQ: groq.url })
     browser = await launchBrowser(chromiumPath)
-  })
+    // Starting Chromium on a loaded 2-core machine (the whole suite running) can take longer than the default 5 s.
+  }, 30_000)
 
   afterAll(async () => {
     for (const opened of pages) await opened.close().catch(() => {})
@@ -36,7 +37,7 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await server?.[Symbol.asyncDispose]()
     await openai?.close()
     await groq?.close()
-  })
+  }, 30_000)
 
   const open = async (size: ViewportName = 'desktop') => {
     const opened = await openPage(browser, `${server.rootUrl}/`, size)

@@ -266,3 +266,30 @@ describe('audit events of the dashboard and the operator CLI', () => {
     expect(((await audit(server)).body.data as any[]).filter((event) => event.via === 'cli')).toHaveLength(2)
   })
 })
+
+describe('the transaction of a write', () => {
+  test('takes the write lock before its first read: a commit of another connection cannot slip in between (no SQLITE_BUSY_SNAPSHOT)', async () => {
+    await using server = await startTestServer()
+    const { Database } = await import('bun:sqlite')
+    const other = new Database(server.runtime.config.dbPath)
+    other.exec('PRAGMA busy_timeout = 0')
+    let otherCommitted: boolean | undefined
+    const output = server.runtime.repositories.transaction(() => {
+      // The rule reads first …
+      server.runtime.repositories.workspaces.get(server.workspaceId)
+      // … another connection (the scheduler's thread, say) tries to commit now …
+      try {
+        other.exec("insert into config_version (id, version) values (2, 0) on conflict (id) do update set version = version + 1")
+        otherCommitted = true
+      } catch {
+        otherCommitted = false
+      }
+      // … and the rule writes.
+      return server.runtime.repositories.workspaces.addMember({ id: crypto.randomUUID(), workspaceId: server.workspaceId, email: 'lock@example.com', createdAt: new Date().toISOString() })
+    })
+    other.close()
+    expect(output.email).toBe('lock@example.com')
+    // The other connection had to wait for the write: it could not commit in the middle of it.
+    expect(otherCommitted).toBe(false)
+  })
+})

@@ -1,7 +1,7 @@
 /** The presented key (SPEC "Authentication" 1): which header carries it and how `Bearer` is read (inference and management keys alike). */
 import { describe, expect, test } from 'bun:test'
 import { bearerToken } from '../../src/management/workspaces'
-import { presentedKey } from '../../src/pipeline/authenticate'
+import { presentedKey } from '../../src/pipeline/request/authenticate'
 
 describe('bearerToken', () => {
   test('reads the token after the scheme, in any case, with surrounding blanks', () => {

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { ManagementError } from '../../src/management/errors'
-import { checkOutboundUrl, fetchOutboundTarget, nonPublicKind, OutboundTargetRefused, resolveOutboundTarget, type HostResolver } from '../../src/management/outbound-target'
+import { checkOutboundUrl, fetchOutboundTarget, nonPublicKind, OutboundTargetRefused, resolveOutboundTarget, type HostResolver } from '../../src/net/outbound-target'
 
 /** A resolver from a fixed table; a name not in it does not resolve. */
 function resolverOf(table: Record<string, string[]>): HostResolver & { asked: string[] } {

@@ -18,8 +18,8 @@ import {
   spellingFor,
   type GatewayCatalog,
 } from '../../src/gateways/model-catalog'
-import { classify, finalError, isModelMiss400, type FailedAttempt } from '../../src/pipeline/classify-failure'
-import { eligibleTargets, orderTargets, planRoute, rollRemap, type PlanInput, type PlannedAttempt, type PlanStep } from '../../src/pipeline/plan-route'
+import { classify, finalError, isModelMiss400, type FailedAttempt } from '../../src/pipeline/routing/classify-failure'
+import { eligibleTargets, orderTargets, planRoute, rollRemap, type PlanInput, type PlannedAttempt, type PlanStep } from '../../src/pipeline/routing/plan-route'
 import { RouterError } from '../../src/errors/router-error'
 import type { StoredRemap, StoredRule, StoredTarget } from '../../src/storage/repositories/inference-keys'
 import type { ProviderEntry } from '../../src/pipeline/read-model/snapshot'

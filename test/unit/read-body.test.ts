@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from 'bun:test'
 import { RouterError } from '../../src/errors/router-error'
-import { parseJsonBody, readBodyBytes, readBodyWithin, repeatedTopLevelKey } from '../../src/pipeline/read-body'
+import { parseJsonBody, readBodyBytes, readBodyWithin, repeatedTopLevelKey } from '../../src/http/read-body'
 
 const encoder = new TextEncoder()
 

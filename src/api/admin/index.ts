@@ -1,6 +1,6 @@
 /** The management REST API at /api/v1 (SPEC "Management API"): thin routes over management/. */
 import { Elysia, type AnyElysia } from 'elysia'
-import { readBodyWithin } from '../../pipeline/read-body'
+import { readBodyWithin } from '../../http/read-body'
 import { Type, type TSchema } from '@sinclair/typebox'
 import type { AppDeps } from '../deps'
 import { managementAuth } from './auth'
@@ -9,7 +9,7 @@ import { errorOutput } from '../../management/schemas'
 import { operationList, type Caller } from '../../management/operations'
 import { perform } from '../../management/audit'
 import type { Actor } from '../../management/context'
-import { callerAddress } from '../../pipeline/authenticate'
+import { callerAddress } from '../../pipeline/request/authenticate'
 import { peerAddress } from '../peer-address'
 
 const data = <T>(value: T) => ({ data: value })

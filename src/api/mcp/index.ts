@@ -13,7 +13,7 @@ import type { Actor } from '../../management/context'
 import { listTools, toolOperation } from './tools'
 import { perform } from '../../management/audit'
 import { managementCaller } from '../admin'
-import { readBodyWithin } from '../../pipeline/read-body'
+import { readBodyWithin } from '../../http/read-body'
 import { isReadonlyDatabaseError, ReplicaWriteError } from '../../cluster/writer'
 
 /**

@@ -4,7 +4,7 @@
  * is not deterministic is remembered as such, so that check is not repeated on every request either.
  * Entries expire after a minute, so catalog ageing (SPEC "Model catalog staleness") is seen.
  */
-import { isPlanCacheable, planRoute, type Operation, type RoutePlan } from '../plan-route'
+import { isPlanCacheable, planRoute, type Operation, type RoutePlan } from '../routing/plan-route'
 import type { KeyEntry, Snapshot } from './snapshot'
 
 const planCacheLifetimeMs = 60_000

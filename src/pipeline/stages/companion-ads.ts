@@ -5,7 +5,7 @@
  * `ads_error`.
  */
 import { callPlugin, type PluginResult } from './plugin-call'
-import { isObject } from '../read-body'
+import { isObject } from '../../http/read-body'
 import type { ActiveStage, EnrichmentStage, StageRequest } from './registry'
 
 /** The ad call's limit, counted from the start of the request's answer (CONTRACT §7). */

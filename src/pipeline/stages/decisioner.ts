@@ -15,8 +15,8 @@
  */
 import { canonicalId, decideModel, gatewaysListing, spellingFor, type GatewayCatalog } from '../../gateways/model-catalog'
 import type { ProviderEntry } from '../read-model/snapshot'
-import type { AuthenticatedContext } from '../context'
-import { checkDecisionAnswer, type DecisionQuestion } from '../decisions'
+import type { AuthenticatedContext } from '../request/context'
+import { checkDecisionAnswer, type DecisionQuestion } from '../endpoints/decisions'
 import type { InferenceDeps } from '../types'
 import type { PreRoutingHook } from './registry'
 

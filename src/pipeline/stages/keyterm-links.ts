@@ -5,7 +5,7 @@
  * `keyterms`, or `keyterms_error`.
  */
 import { callPlugin, type PluginResult } from './plugin-call'
-import { isObject } from '../read-body'
+import { isObject } from '../../http/read-body'
 import type { ActiveStage, EnrichmentStage, StageRequest } from './registry'
 
 export const keytermLimitMs = 2_000

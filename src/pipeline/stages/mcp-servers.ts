@@ -6,13 +6,13 @@
  * error text for the model.
  *
  * Every connection goes to the address the server's URL was checked to resolve to
- * (management/outbound-target.ts, as for webhooks): a name that resolves to a private address is
+ * (net/outbound-target.ts, as for webhooks): a name that resolves to a private address is
  * refused at connection time as at save time.
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { Logger } from '../../observability/logger'
 import type { McpServerEntry } from '../read-model/snapshot'
-import { fetchOutboundTarget, OutboundTargetRefused, resolveOutboundTarget } from '../../management/outbound-target'
+import { fetchOutboundTarget, OutboundTargetRefused, resolveOutboundTarget } from '../../net/outbound-target'
 import { timeLimit } from './time-limit'
 
 /** The SDK's client, loaded on the first connection: a process whose keys have no MCP server never loads it. */

@@ -2,7 +2,7 @@
  * The feature registry: everything a key can turn on beyond routing, one entry each, and the
  * compiled pipeline of a key (which of them apply), made once when the key's read-model entry is
  * built (pipeline/read-model/snapshot.ts), never per request. A plain key's pipeline is empty and
- * its requests take the straight path (pipeline/answer.ts: bytes relayed where the dialects match).
+ * its requests take the straight path (pipeline/answer/answer.ts: bytes relayed where the dialects match).
  *
  * - Pre-routing hooks run after the body is read and before the rule: the decisioner.
  * - Enrichment stages change an answer: MCP tools (offered to the model and run between model
@@ -12,7 +12,7 @@
  *   for the log) are the key's and its workspace's settings, resolved here too.
  */
 import type { Config } from '../../config/env'
-import type { AuthenticatedContext } from '../context'
+import type { AuthenticatedContext } from '../request/context'
 import type { KeyEntry, WorkspaceEntry } from '../read-model/snapshot'
 import type { InferenceDeps } from '../types'
 import { decisionerHook } from './decisioner'

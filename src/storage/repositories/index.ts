@@ -52,7 +52,10 @@ export function createRepositories(storage: Storage, onWrite: (change?: ConfigCh
     auditEvents: createAuditEventRepository(storage.db),
     transaction(write) {
       try {
-        return storage.sqlite.transaction(write)()
+        // IMMEDIATE: the write lock is taken (waiting out other writers) before the rule's first read.
+        // A deferred transaction that reads and then writes fails at once with SQLITE_BUSY_SNAPSHOT
+        // when another connection (the scheduler's, the checkpointer's) committed in between.
+        return storage.sqlite.inTransaction ? storage.sqlite.transaction(write)() : storage.sqlite.transaction(write).immediate()
       } catch (error) {
         onWrite()
         throw error

@@ -1,26 +1,26 @@
 /**
- * The client dialects that pivot on chat (pipeline/answer.ts runs them): POST /chat/completions
+ * The client dialects that pivot on chat (pipeline/answer/answer.ts runs them): POST /chat/completions
  * and POST /embeddings (their own dialects: bytes pass through), POST /messages and POST
  * /models/{model}:generateContent (translated to chat and back); and POST /messages/count_tokens,
  * which routes nothing.
  */
-import { RouterError } from '../errors/router-error'
-import { messagesToChat, validateMessagesBody } from '../dialects/messages/convert-request'
-import { writeMessage } from '../dialects/messages/convert-response'
-import { encodeMessagesStream } from '../dialects/messages/encode-stream'
-import { estimateInputTokens } from '../dialects/messages/count-tokens'
-import { contentToChat, validateContentBody } from '../dialects/content/convert-request'
-import { writeGenerateContentResponse } from '../dialects/content/convert-response'
-import { writeChatCompletion } from '../dialects/chat/convert-response'
-import { encodeChatStream } from '../dialects/chat/encode-stream'
-import { finishJson } from './finish'
-import type { EndpointHandler } from './types'
-import type { AuthenticatedContext } from './context'
-import { applySteering, requireModel, siblingsOf, stripRouterFields, validateChatBody } from './prepare-chat'
-import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from './read-body'
-import { upstreamCall } from './routed-call'
-import { reenvelopedError, type ClientDialect, type ParsedRequest } from './answer'
-import type { StageSiblings } from './stages/registry'
+import { RouterError } from '../../errors/router-error'
+import { messagesToChat, validateMessagesBody } from '../../dialects/messages/convert-request'
+import { writeMessage } from '../../dialects/messages/convert-response'
+import { encodeMessagesStream } from '../../dialects/messages/encode-stream'
+import { estimateInputTokens } from '../../dialects/messages/count-tokens'
+import { contentToChat, validateContentBody } from '../../dialects/content/convert-request'
+import { writeGenerateContentResponse } from '../../dialects/content/convert-response'
+import { writeChatCompletion } from '../../dialects/chat/convert-response'
+import { encodeChatStream } from '../../dialects/chat/encode-stream'
+import { finishJson } from '../answer/finish'
+import type { EndpointHandler } from '../types'
+import type { AuthenticatedContext } from '../request/context'
+import { applySteering, requireModel, siblingsOf, stripRouterFields, validateChatBody } from '../request/prepare-chat'
+import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from '../../http/read-body'
+import { upstreamCall } from '../routing/routed-call'
+import { reenvelopedError, type ClientDialect, type ParsedRequest } from '../answer/answer'
+import type { StageSiblings } from '../stages/registry'
 
 /** The key's steering message, as its compiled pipeline resolved it (the key's, else its workspace's). */
 const steeringOf = (context: AuthenticatedContext) => context.key.pipeline.steering

@@ -4,12 +4,12 @@
  * and the request-log row. Every /v1 answer of the pipeline is made by a function of this file,
  * errors included; nothing else builds one.
  */
-import { RouterError } from '../errors/router-error'
-import type { RequestContext } from './context'
-import { errorBody, errorResponse } from '../errors/render'
+import { RouterError } from '../../errors/router-error'
+import type { RequestContext } from '../request/context'
+import { errorBody, errorResponse } from '../../errors/render'
 import { setRoutingHeaders } from './respond'
-import type { RunResult } from './run-attempts'
-import type { InferenceDeps } from './types'
+import type { RunResult } from '../routing/run-attempts'
+import type { InferenceDeps } from '../types'
 
 const jsonType = 'application/json'
 

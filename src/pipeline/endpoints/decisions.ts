@@ -6,11 +6,11 @@
  * answer every question in order, with choice probabilities summing to 1 ± 0.01 (anything else
  * fails over like an unusable reply).
  */
-import { RouterError } from '../errors/router-error'
-import type { ClientDialect, ParsedRequest } from './answer'
-import { requireModel } from './prepare-chat'
-import { isObject, readJsonBody } from './read-body'
-import { upstreamCall } from './routed-call'
+import { RouterError } from '../../errors/router-error'
+import type { ClientDialect, ParsedRequest } from '../answer/answer'
+import { requireModel } from '../request/prepare-chat'
+import { isObject, readJsonBody } from '../../http/read-body'
+import { upstreamCall } from '../routing/routed-call'
 
 export type QuestionType = 'choice' | 'boolean' | 'number'
 

@@ -5,17 +5,17 @@
  * Responses call, and its reply comes back as what it is (a Response), for the answer path to
  * translate once into the client's dialect.
  */
-import { forwardedHeaders } from '../gateways/client'
-import { spellingFor } from '../gateways/model-catalog'
-import { chatToResponses } from '../dialects/responses/convert-request'
-import type { ReplyKind } from '../dialects/reply-shape'
-import type { AuthenticatedContext } from './context'
-import type { InferenceDeps } from './types'
+import { forwardedHeaders } from '../../gateways/client'
+import { spellingFor } from '../../gateways/model-catalog'
+import { chatToResponses } from '../../dialects/responses/convert-request'
+import type { ReplyKind } from '../../dialects/reply-shape'
+import type { AuthenticatedContext } from '../request/context'
+import type { InferenceDeps } from '../types'
 import type { Operation, PlannedAttempt, PlanStep, RoutePlan } from './plan-route'
-import { cachedPlan, planFor } from './read-model/plan-cache'
-import type { Snapshot } from './read-model/snapshot'
+import { cachedPlan, planFor } from '../read-model/plan-cache'
+import type { Snapshot } from '../read-model/snapshot'
 import { runAttempts, type AttemptCall, type RunResult } from './run-attempts'
-import type { RoutePreference } from './stages/registry'
+import type { RoutePreference } from '../stages/registry'
 
 /** What one attempt sends: a path under the gateway's base URL and its body. */
 export interface UpstreamCall {

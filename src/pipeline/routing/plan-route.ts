@@ -3,11 +3,11 @@
  * skipped targets (disabled, switched off, decision-only, not-listed, batch-only, no-embeddings),
  * per-attempt timeouts, and the error when nothing can be called. Values in, data out.
  */
-import { RouterError } from '../errors/router-error'
-import { decideModel, gatewaysListing, isBatchId, type GatewayCatalog } from '../gateways/model-catalog'
-import type { StoredRemap, StoredRule, StoredTarget } from '../storage/repositories/inference-keys'
-import type { ProviderEntry } from './read-model/snapshot'
-import { gatewayCatalog } from '../gateways/catalog'
+import { RouterError } from '../../errors/router-error'
+import { decideModel, gatewaysListing, isBatchId, type GatewayCatalog } from '../../gateways/model-catalog'
+import type { StoredRemap, StoredRule, StoredTarget } from '../../storage/repositories/inference-keys'
+import type { ProviderEntry } from '../read-model/snapshot'
+import { gatewayCatalog } from '../../gateways/catalog'
 
 export type Operation = 'chat' | 'embeddings' | 'responses' | 'decisions'
 export type SkipReason = 'not-listed' | 'batch-only' | 'no-embeddings'

@@ -3,9 +3,9 @@
  * `link_request` removed, the steering message put in front of the system prompt. The model is
  * set per attempt.
  */
-import { RouterError } from '../errors/router-error'
-import { isObject } from './read-body'
-import type { StageSiblings } from './stages/registry'
+import { RouterError } from '../../errors/router-error'
+import { isObject } from '../../http/read-body'
+import type { StageSiblings } from '../stages/registry'
 
 /** Model ids are bounded: they key caches and log rows. */
 export const maxModelIdLength = 256

@@ -4,10 +4,10 @@
  * workspace suspension and the two IP allowlists. Reads only the in-memory snapshot.
  */
 import { timingSafeEqual } from 'node:crypto'
-import { RouterError } from '../errors/router-error'
-import { parseCallerAddress } from '../management/ip-allowlist'
-import { bearerToken } from '../management/workspaces'
-import type { KeyEntry, Snapshot, WorkspaceEntry } from './read-model/snapshot'
+import { RouterError } from '../../errors/router-error'
+import { parseCallerAddress } from '../../net/ip-allowlist'
+import { bearerToken } from '../../management/workspaces'
+import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/snapshot'
 
 export const inferenceKeyPrefix = 'rt_live_'
 const displayPrefixLength = inferenceKeyPrefix.length + 8

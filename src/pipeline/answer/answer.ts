@@ -2,7 +2,7 @@
  * The one answer path of every routed inference endpoint (/chat/completions, /embeddings,
  * /responses and its retrieval, /messages, :generateContent, /decisions). A client dialect is one
  * object (ClientDialect) and one handler runs it: parse → the key's pre-routing hooks → its
- * enrichment stages → the routed call → the answer, which is finished in pipeline/finish.ts.
+ * enrichment stages → the routed call → the answer, which is finished in pipeline/answer/finish.ts.
  *
  * What applies is the key's compiled pipeline (stages/registry.ts), decided when its read-model
  * entry was built:
@@ -23,26 +23,26 @@
  * An upstream error, a failed run and a reply the translator cannot map are answered here too, in
  * the key's envelope.
  */
-import { RouterError } from '../errors/router-error'
-import { upstreamErrorBody } from '../errors/render'
-import { readChatCompletion } from '../dialects/chat/convert-response'
-import { decodeChatStream } from '../dialects/chat/decode-stream'
-import { readResponseObject } from '../dialects/responses/convert-response'
-import { decodeResponsesStream } from '../dialects/responses/decode-stream'
-import { UntranslatableReply, type AssistantResult } from '../dialects/assistant-result'
-import { breakSafe, type StreamPart, type Usage } from '../dialects/stream-parts'
-import type { ReplyKind } from '../dialects/reply-shape'
-import { clientToolNames, extendChatBody, extendResponsesBody, type FinishedRound } from '../dialects/tool-rounds'
-import { scrubSecret } from '../gateways/scrub-secret'
-import { upstreamMessage } from './classify-failure'
-import type { AuthenticatedContext } from './context'
+import { RouterError } from '../../errors/router-error'
+import { upstreamErrorBody } from '../../errors/render'
+import { readChatCompletion } from '../../dialects/chat/convert-response'
+import { decodeChatStream } from '../../dialects/chat/decode-stream'
+import { readResponseObject } from '../../dialects/responses/convert-response'
+import { decodeResponsesStream } from '../../dialects/responses/decode-stream'
+import { UntranslatableReply, type AssistantResult } from '../../dialects/assistant-result'
+import { breakSafe, type StreamPart, type Usage } from '../../dialects/stream-parts'
+import type { ReplyKind } from '../../dialects/reply-shape'
+import { clientToolNames, extendChatBody, extendResponsesBody, type FinishedRound } from '../../dialects/tool-rounds'
+import { scrubSecret } from '../../gateways/scrub-secret'
+import { upstreamMessage } from '../routing/classify-failure'
+import type { AuthenticatedContext } from '../request/context'
 import { failWith, finishAnswer, finishFailedRun, finishJson, finishStream, recordServingAttempt, type StreamEnded } from './finish'
-import type { Operation, PlannedAttempt } from './plan-route'
+import type { Operation, PlannedAttempt } from '../routing/plan-route'
 import { readUsage, readUsageFromBody, relayChatStream } from './respond'
-import { runRoutedCall, type RoutedCallInput, type UpstreamCall } from './routed-call'
-import type { RunResult } from './run-attempts'
-import { startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type RoutePreference, type StageSiblings, type ToolCallRequest } from './stages/registry'
-import type { EndpointHandler, InferenceDeps, InferenceRoute } from './types'
+import { runRoutedCall, type RoutedCallInput, type UpstreamCall } from '../routing/routed-call'
+import type { RunResult } from '../routing/run-attempts'
+import { startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type RoutePreference, type StageSiblings, type ToolCallRequest } from '../stages/registry'
+import type { EndpointHandler, InferenceDeps, InferenceRoute } from '../types'
 
 export type SuccessResult = Extract<RunResult, { kind: 'success' }>
 export type RelayResult = Extract<RunResult, { kind: 'relay' }>

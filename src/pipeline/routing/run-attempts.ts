@@ -5,11 +5,11 @@
  * a success, and a non-2xx body and headers are scrubbed of the provider secret before anything
  * downstream (relay, error message, log) sees them.
  */
-import { RouterError } from '../errors/router-error'
-import { readReply, scanReply, UnusableReply, type ReplyKind } from '../dialects/reply-shape'
-import { startUpstreamBody, StreamIdleWatch, type UpstreamBody } from '../dialects/upstream-body'
-import { relayableHeaders } from '../gateways/client'
-import { scrubSecret } from '../gateways/scrub-secret'
+import { RouterError } from '../../errors/router-error'
+import { readReply, scanReply, UnusableReply, type ReplyKind } from '../../dialects/reply-shape'
+import { startUpstreamBody, StreamIdleWatch, type UpstreamBody } from '../../dialects/upstream-body'
+import { relayableHeaders } from '../../gateways/client'
+import { scrubSecret } from '../../gateways/scrub-secret'
 import { classify, finalError, type AttemptOutcome, type FailedAttempt } from './classify-failure'
 import type { PlanStep, PlannedAttempt } from './plan-route'
 

@@ -5,13 +5,13 @@
  * each listing's spelling map (canonical `provider/model`, the gateway's own spelling, dash and
  * dotted versions), so every id chat accepts for a listed model is found.
  */
-import { RouterError } from '../errors/router-error'
-import { buildGatewayCatalog, isBatchId, spellingFor } from '../gateways/model-catalog'
-import type { ProviderEntry } from './read-model/snapshot'
-import type { AuthenticatedContext } from './context'
-import { finishJson } from './finish'
-import type { EndpointHandler, InferenceDeps } from './types'
-import { defaultUpstreamTimeoutMs, eligibleTargets } from './plan-route'
+import { RouterError } from '../../errors/router-error'
+import { buildGatewayCatalog, isBatchId, spellingFor } from '../../gateways/model-catalog'
+import type { ProviderEntry } from '../read-model/snapshot'
+import type { AuthenticatedContext } from '../request/context'
+import { finishJson } from '../answer/finish'
+import type { EndpointHandler, InferenceDeps } from '../types'
+import { defaultUpstreamTimeoutMs, eligibleTargets } from '../routing/plan-route'
 
 type ModelObject = Record<string, unknown> & { id: string }
 

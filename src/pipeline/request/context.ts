@@ -1,8 +1,8 @@
 /** Per-request state: the response headers being built and what the request log will record. */
-import type { Envelope } from '../errors/render'
-import type { KeyEntry, Snapshot, WorkspaceEntry } from './read-model/snapshot'
-import type { RequestLogRow } from '../storage/repositories/request-logs'
-import { stageTimingsText, type RecordWriter } from '../storage/request-journal'
+import type { Envelope } from '../../errors/render'
+import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/snapshot'
+import type { RequestLogRow } from '../../storage/repositories/request-logs'
+import { stageTimingsText, type RecordWriter } from '../../storage/request-journal'
 import { callerAddress } from './authenticate'
 
 /**

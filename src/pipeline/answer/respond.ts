@@ -3,12 +3,12 @@
  * same-dialect stream (bytes pass through record by record once checked; a break, a stall past the
  * idle limit or an unusable record ends it with one stream_aborted record, no [DONE]).
  */
-import { brokenStreamMessage, upstreamBroke, upstreamStalled } from '../dialects/stream-parts'
-import type { UpstreamBody } from '../dialects/upstream-body'
-import { copyRateLimitHeaders } from '../gateways/client'
-import type { RequestContext } from './context'
-import { failoverHeader } from './run-attempts'
-import type { FailedAttempt } from './classify-failure'
+import { brokenStreamMessage, upstreamBroke, upstreamStalled } from '../../dialects/stream-parts'
+import type { UpstreamBody } from '../../dialects/upstream-body'
+import { copyRateLimitHeaders } from '../../gateways/client'
+import type { RequestContext } from '../request/context'
+import { failoverHeader } from '../routing/run-attempts'
+import type { FailedAttempt } from '../routing/classify-failure'
 
 /**
  * X-Router-Provider, X-Router-Failover and the gateway's rate-limit headers (X-Router-Attempts is

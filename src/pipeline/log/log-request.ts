@@ -6,11 +6,11 @@
  * its rows are committed. The journal is read only after a crash; the batch builds its rows from the
  * requests themselves. Nothing here touches the database synchronously during a request.
  */
-import type { Logger } from '../observability/logger'
-import type { Metrics } from '../observability/metrics'
-import type { LogSink } from '../cluster/writer'
-import type { RequestLogRow } from '../storage/repositories/request-logs'
-import { openRequestJournal, orphanSegments, readSegment, removeSegment, type JournalEntry, type JournalOptions, type JournalSegment, type RequestJournal } from '../storage/request-journal'
+import type { Logger } from '../../observability/logger'
+import type { Metrics } from '../../observability/metrics'
+import type { LogSink } from '../../cluster/writer'
+import type { RequestLogRow } from '../../storage/repositories/request-logs'
+import { openRequestJournal, orphanSegments, readSegment, removeSegment, type JournalEntry, type JournalOptions, type JournalSegment, type RequestJournal } from '../../storage/request-journal'
 
 /** A finished request: it writes its own journal record, and gives its row to the batch. */
 export type LogEntry = JournalEntry

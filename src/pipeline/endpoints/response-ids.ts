@@ -10,7 +10,7 @@
  * nonce instead, so that two translated responses never share an id.
  */
 import { randomBytes } from 'node:crypto'
-import { issueSignedId, readSignedId } from './signed-id'
+import { issueSignedId, readSignedId } from '../../http/signed-id'
 
 export const responseIdPrefix = 'resp_rt_'
 export const responseIdLifetimeMs = 30 * 86_400_000

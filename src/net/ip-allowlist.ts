@@ -3,7 +3,7 @@
  * a caller address, with IPv4-mapped IPv6 callers matching IPv4 entries.
  */
 import ipaddr from 'ipaddr.js'
-import { badRequest } from './errors'
+import { badRequest } from '../management/errors'
 
 export const maxAllowlistEntries = 100
 export const maxAllowlistEntryLength = 64

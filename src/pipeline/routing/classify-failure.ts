@@ -3,7 +3,7 @@
  * attempt's outcome means (retry or relay, and its reason), and what the client gets when every
  * attempt has failed.
  */
-import { RouterError } from '../errors/router-error'
+import { RouterError } from '../../errors/router-error'
 
 export type AttemptOutcome =
   | { kind: 'status'; status: number; body: string }
