@@ -12,7 +12,7 @@ import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
 import { internalRoutes } from './api/internal'
 import { jsonResponse as json } from './http/json-response'
-import { isReadonlyDatabaseError } from './cluster/writer'
+import { isReadonlyDatabaseError, ReplicaWriteError } from './cluster/writer'
 import { recordPeer } from './api/peer-address'
 import { writesByRoute } from './api/admin/auth'
 
@@ -55,8 +55,9 @@ export function buildApp(deps: AppDeps): AnyElysia {
         case 'NOT_FOUND':
           return notFoundResponse(path)
         default:
-          // A write that reached a replica's read-only database past the request check below.
-          if (isReadonlyDatabaseError(error)) {
+          // A write that reached a replica past the request check below (the writer seam refused it,
+          // or the read-only database did).
+          if (error instanceof ReplicaWriteError || isReadonlyDatabaseError(error)) {
             const replay = deps.writer.replay()
             if (replay) return replay
           }

@@ -14,29 +14,10 @@ import { managementCaller, readManagementJson } from './admin/index'
 import { accountSnapshot } from '../management/account'
 import { usageCosts, type PriceOf } from '../management/usage'
 import { spellingFor } from '../gateways/model-catalog'
+import { modelMap } from '../management/model-map'
 import type { Actor } from '../management/context'
 import { operationList } from '../management/operations'
 import { perform } from '../management/audit'
-import { catalogStaleAfterMs } from '../gateways/model-catalog'
-import { pricingOfStoredObject } from '../gateways/model-prices'
-
-export function modelMap(deps: AppDeps) {
-  const now = Date.now()
-  const models = new Map<string, { id: string; canonical_id: string; pricing?: { prompt: number | null; completion: number | null } }[]>()
-  for (const row of deps.repositories.gatewayCatalogs.listModels()) {
-    const list = models.get(row.gateway) ?? []
-    // Prices where the gateway lists them (USD per token); a side it does not list is null (unknown, never zero).
-    const pricing = pricingOfStoredObject(row.object)
-    list.push({ id: row.modelId, canonical_id: row.canonicalId, ...(pricing ? { pricing: { prompt: pricing.prompt ?? null, completion: pricing.completion ?? null } } : {}) })
-    models.set(row.gateway, list)
-  }
-  return deps.repositories.gatewayCatalogs.listCatalogs().map((catalog) => ({
-    gateway: catalog.gateway,
-    fetched_at: new Date(catalog.fetchedAt).toISOString(),
-    stale: now - catalog.fetchedAt > catalogStaleAfterMs,
-    models: (models.get(catalog.gateway) ?? []).sort((left, right) => left.canonical_id.localeCompare(right.canonical_id)),
-  }))
-}
 
 /** Bun.serve's routes for the dashboard page and its bundled assets: on the app role only (CONTRACT §2). */
 export function dashboardPageRoutes(config: Pick<Config, 'role'>): Record<string, typeof dashboardPage | Response> {

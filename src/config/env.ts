@@ -38,6 +38,8 @@ export interface Config {
   primaryUrl: string | undefined
   /** FLY_APP_NAME, set by fly.io: names the primary's private address `<host>.vm.<app>.internal`. */
   flyAppName: string | undefined
+  /** RT_AUDIT_RETENTION_DAYS: audit events older than this are deleted by the daily `log-prune` job (CONTRACT §12). */
+  auditRetentionDays: number
 }
 
 export class ConfigError extends Error {}
@@ -77,6 +79,7 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['RT_WEBHOOK_ALLOW_PRIVATE', '1: webhooks and MCP servers may target loopback/private addresses and http (tests, closed networks)'],
   ['BUN_CONFIG_MAX_HTTP_REQUESTS', 'Bun\'s cap on concurrent upstream requests, read when Bun starts; scripts/start sets 65535 (Bun\'s own default is 256)'],
   ['RT_LOG_LEVEL', 'debug, info (default), warn, error'],
+  ['RT_AUDIT_RETENTION_DAYS', 'days audit events are kept (the daily log-prune job deletes older ones); default 400, a whole number from 1'],
 ]
 
 function integerSetting(environment: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {
@@ -134,5 +137,6 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     clusterSecret: environment.RT_CLUSTER_SECRET || undefined,
     primaryUrl: environment.RT_PRIMARY_URL ? environment.RT_PRIMARY_URL.replace(/\/+$/, '') : undefined,
     flyAppName: environment.FLY_APP_NAME || undefined,
+    auditRetentionDays: integerSetting(environment, 'RT_AUDIT_RETENTION_DAYS', 400, 1, 1_000_000),
   })
 }

@@ -32,6 +32,7 @@ export function redactSecrets(value: unknown): unknown {
 export function perform<I>(deps: ManagementDeps, caller: Caller, operation: Operation<I>, input: I): unknown {
   if (operation.access === 'read') return operation.run(deps, caller.actor, input)
   assertCanWrite(caller.actor)
+  deps.writer?.assertPrimary()
   // A check that needs the outside (a host resolved) comes first; the write and its event then commit together.
   if (operation.prepare) return operation.prepare(deps, caller.actor, input).then((prepared) => write(deps, caller, operation, prepared))
   return write(deps, caller, operation, input)

@@ -12,6 +12,11 @@ export interface ManagementDeps {
   now: () => Date
   /** The usage queries, answered off the serving thread (storage/usage-reader.ts). */
   usage: UsageReader
+  /**
+   * The writer seam (cluster/writer.ts): a write on a LiteFS replica is refused here, whatever door
+   * it came through (the doors replay it on the primary before it gets this far).
+   */
+  writer?: { assertPrimary(): void }
 }
 
 /** The authenticated management caller: one workspace, possibly read-only. */

@@ -6,8 +6,9 @@
 import type { Runtime } from '../runtime'
 import { crawlCatalogs } from './jobs/catalog-crawl'
 import { learnBudgets } from './jobs/budget-learn'
+import { pruneLogs } from './jobs/log-prune'
 
-export const jobNames = ['catalog-crawl', 'budget-learn', 'batch-refresh', 'webhooks', 'all'] as const
+export const jobNames = ['catalog-crawl', 'budget-learn', 'batch-refresh', 'webhooks', 'log-prune', 'all'] as const
 export type JobName = (typeof jobNames)[number]
 
 /** Reports progress of a run: items done out of the total known so far. */
@@ -20,6 +21,7 @@ export type ScheduledJobName = Exclude<JobName, 'all'>
 const registered: Partial<Record<ScheduledJobName, Job>> = {
   'catalog-crawl': crawlCatalogs,
   'budget-learn': learnBudgets,
+  'log-prune': pruneLogs,
 }
 
 /** A feature's jobs join the table (its names are in jobNames: the CLI knows them before anything loads). */

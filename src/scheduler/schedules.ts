@@ -17,6 +17,7 @@ export const schedules: readonly Schedule[] = [
   { job: 'batch-refresh', everyMs: 5 * 60_000, firstAfterMs: 5 * 60_000 },
   // CONTRACT §5: one delivery run every 5 minutes (a failed delivery is retried on the next two).
   { job: 'webhooks', everyMs: 5 * 60_000, firstAfterMs: 5 * 60_000 },
+  { job: 'log-prune', everyMs: 24 * 3_600_000, firstAfterMs: 10 * 60_000 },
 ]
 
 export function scheduleOf(job: ScheduledJobName): Schedule {

@@ -293,3 +293,24 @@ describe('the transaction of a write', () => {
     expect(otherCommitted).toBe(false)
   })
 })
+
+describe('audit retention (RT_AUDIT_RETENTION_DAYS)', () => {
+  test('the log-prune job deletes the events older than the retention and keeps the rest; a bad value stops the start', async () => {
+    await using server = await startTestServer({ RT_AUDIT_RETENTION_DAYS: '30' })
+    expect((await server.call('POST', '/api/v1/providers', { gateway: 'openai', key: providerSecret })).status).toBe(201)
+    const old = { workspaceId: server.workspaceId, actorKind: 'cli', actorId: null, actorPrefix: null, via: 'cli', action: 'members.add', targetType: 'member', targetId: 'm1', changes: '{}', callerIp: null, requestId: null }
+    server.runtime.repositories.auditEvents.append({ ...old, id: crypto.randomUUID(), time: new Date(Date.now() - 31 * 86_400_000).toISOString() })
+    server.runtime.repositories.auditEvents.append({ ...old, id: crypto.randomUUID(), time: new Date(Date.now() - 29 * 86_400_000).toISOString() })
+    expect((await audit(server)).body.data).toHaveLength(3)
+    const { runJob } = await import('../../src/scheduler/jobs')
+    const result = (await runJob(server.runtime, 'log-prune')) as any
+    expect(result.audit_events).toMatchObject({ deleted: 1, retention_days: 30 })
+    const left = (await audit(server)).body.data as any[]
+    expect(left).toHaveLength(2)
+    expect(left.every((event) => Date.parse(event.time) > Date.now() - 30 * 86_400_000)).toBe(true)
+
+    const { loadConfig } = await import('../../src/config/env')
+    for (const value of ['0', '1.5', 'forever']) expect(() => loadConfig({ RT_AUDIT_RETENTION_DAYS: value })).toThrow('RT_AUDIT_RETENTION_DAYS')
+    expect(loadConfig({}).auditRetentionDays).toBe(400)
+  })
+})

@@ -85,6 +85,7 @@ async function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest, ht
     return { jsonrpc: '2.0' as const, id, result: { content: [{ type: 'text', text: JSON.stringify(result) }] } }
   } catch (error) {
     if (error instanceof ManagementError) return failure(error.message)
+    if (error instanceof ReplicaWriteError) return failure(error.message)
     if (isReadonlyDatabaseError(error)) return failure(new ReplicaWriteError(deps.writer.primaryHost() ?? '').message)
     deps.logger.error('mcp_tool_failed', { tool: name, error: error instanceof Error ? error.message : String(error) })
     return failure('Internal error while running the tool.')

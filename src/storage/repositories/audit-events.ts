@@ -18,6 +18,10 @@ export interface AuditQuery {
 export function createAuditEventRepository(db: Db) {
   const seqOf = db.$client.prepare<{ seq: number; workspace_id: string }, [string]>('select seq, workspace_id from audit_events where id = ?')
   return {
+    /** Deletes at most `limit` of the oldest events before `time` (ISO 8601); returns how many. */
+    deleteBefore(time: string, limit: number): number {
+      return db.$client.run('delete from audit_events where seq in (select seq from audit_events where time < ? order by seq limit ?)', [time, limit]).changes
+    },
     append(event: NewAuditEvent): void {
       db.insert(auditEvents).values(event).run()
     },
