@@ -4,7 +4,7 @@
  * 10⁴, 10⁶ and 10⁷ request-log rows (written as the log queue writes them, roll-ups included), each
  * on a real SQLite file. Prints a Markdown table; `--scale-rows N` caps the largest row count.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfig } from '../src/config/env'
@@ -17,6 +17,7 @@ import type { RequestLogRow } from '../src/storage/repositories/request-logs'
 import { usageBreakdown, usageSeries, usageSummary } from '../src/management/usage'
 import type { Actor } from '../src/management/context'
 import { drain, load, managementClient, percentile, readLine, type Child } from '../scripts/bench/children'
+import type { RetentionCommand, RetentionReply } from './retention-worker'
 
 const repoRoot = join(import.meta.dir, '..')
 
@@ -28,9 +29,9 @@ export interface ScaleLine {
 
 const dayMs = 86_400_000
 
-async function withRuntime<T>(run: (runtime: Runtime) => T | Promise<T>): Promise<T> {
+async function withRuntime<T>(run: (runtime: Runtime) => T | Promise<T>, environment: Record<string, string> = {}): Promise<T> {
   const dataDir = mkdtempSync(join(tmpdir(), 'router-scale-'))
-  const runtime = createRuntime(loadConfig({ RT_DATA_DIR: dataDir, RT_MASTER_KEY: Buffer.alloc(32, 5).toString('base64'), RT_LOG_LEVEL: 'error' }), { logger: silentLogger })
+  const runtime = createRuntime(loadConfig({ RT_DATA_DIR: dataDir, RT_MASTER_KEY: Buffer.alloc(32, 5).toString('base64'), RT_LOG_LEVEL: 'error', ...environment }), { logger: silentLogger })
   try {
     return await run(runtime)
   } finally {
@@ -266,6 +267,187 @@ async function inferenceWhileChanging(lines: ScaleLine[], rowCount: number, wind
     for (const child of children) child.kill()
     rmSync(dataDir, { recursive: true, force: true })
   }
+}
+
+export interface RetentionLine {
+  day: number
+  rowsKept: number
+  fileMb: number
+  /** The longest log flush of the serving thread during the prunes of the last 10 days, ms: it waits while a prune transaction holds the write lock. */
+  flushMs: number
+  /** The longest the serving thread's event loop went without a turn during those prunes, ms (GC and CPU contention included). */
+  gapMs: number
+}
+
+export interface RetentionCurve {
+  rowsPerDay: number
+  lines: RetentionLine[]
+  /** The file's growth from the first line after the retention filled to the last, percent. */
+  growthPercent: number
+  longestFlushMs: number
+  longestGapMs: number
+  /** The same watch for as long, with the same flushes and no prune: the gaps the thread has anyway. */
+  controlGapMs: number
+  controlFlushMs: number
+}
+
+const simulatedDays = 120
+const retentionDays = 90
+
+/**
+ * Watches the serving thread while `running` is pending: a log flush of `rows()` every 10 ms (timed:
+ * it waits for the write lock while another connection's transaction holds it) and a chain of
+ * immediates that notes the longest gap between two turns of the event loop.
+ */
+async function watchServing(flush: () => void, running: Promise<unknown>): Promise<{ flushMs: number; gapMs: number; flushes: number }> {
+  // What this thread allocated before is its own garbage, not the watched work's: collected first.
+  Bun.gc(true)
+  let watching = true
+  let gapMs = 0
+  let last = performance.now()
+  const probe = () => {
+    const at = performance.now()
+    gapMs = Math.max(gapMs, at - last)
+    last = at
+    if (watching) setImmediate(probe)
+  }
+  setImmediate(probe)
+  let flushMs = 0
+  let flushes = 0
+  const timer = setInterval(() => {
+    const started = performance.now()
+    flush()
+    flushes++
+    flushMs = Math.max(flushMs, performance.now() - started)
+  }, 10)
+  await running
+  watching = false
+  clearInterval(timer)
+  return { flushMs, gapMs, flushes }
+}
+
+/**
+ * The retention curve (CONTRACT §14): 120 simulated days at constant traffic, `rowsPerDay` request-log
+ * rows a day (one in ten with a captured body of 1.5 kB) written as the log queue writes them, with
+ * RT_LOG_RETENTION_DAYS=90 and RT_BODY_RETENTION_DAYS=7. At each day's end the `log-prune` job runs
+ * as the scheduler runs it: on a thread of its own with its own connection, while the serving
+ * thread flushes 16 rows every 10 ms (part of the day's traffic) and is watched. Every 10 days the
+ * file size (after a checkpoint) and the rows kept are noted. The file must level off once it holds
+ * the 90 days, and no flush may wait 5 ms for a prune.
+ */
+export async function retentionCurve(rowsPerDay: number): Promise<RetentionCurve> {
+  const start = Date.UTC(2026, 0, 1)
+  const models = ['openai/gpt-4o-mini', 'openai/gpt-4.1', 'anthropic/claude-sonnet', 'meta-llama/llama-3.1-8b', 'google/gemini-2.5-flash']
+  const keys = Array.from({ length: 20 }, () => crypto.randomUUID())
+  const body = JSON.stringify({ model: models[0], messages: [{ role: 'user', content: 'a question about foxes '.repeat(60) }] })
+  let serial = 0
+  const row = (workspaceId: string, createdAt: number): RequestLogRow => {
+    const index = serial++
+    return {
+      id: crypto.randomUUID(),
+      workspaceId,
+      keyId: keys[index % keys.length]!,
+      createdAt,
+      endpoint: 'chat',
+      gateway: index % 3 ? 'openai' : 'groq',
+      providerKeyId: keys[(index + 1) % keys.length]!,
+      model: models[index % models.length]!,
+      upstreamModel: 'gpt-4o-mini',
+      status: index % 50 ? 200 : 502,
+      stream: index % 2 === 0,
+      latencyMs: 100 + (index % 400),
+      overheadMs: 0.2,
+      ttfbMs: 80 + (index % 300),
+      attempts: 1,
+      attemptPath: index % 3 ? 'openai:ok' : 'groq:ok',
+      stageTimings: '{"auth":0.01,"body":0.02,"plan":0.01,"upstream":120.5}',
+      inputTokens: 120,
+      outputTokens: 80,
+      clientIp: '203.0.113.7',
+      requestBody: index % 10 === 0 ? body : null,
+    }
+  }
+  return withRuntime(
+    async (runtime) => {
+      const { workspace } = createWorkspace(runtime, 'retention')
+      const worker = new Worker(new URL('./retention-worker.ts', import.meta.url))
+      const ask = (command: RetentionCommand) =>
+        new Promise<RetentionReply>((resolve) => {
+          worker.onmessage = (event: MessageEvent<RetentionReply>) => resolve(event.data)
+          worker.postMessage(command)
+        })
+      await ask({ type: 'open', config: runtime.config })
+      // As the service runs: the WAL is copied into the file on a thread of its own, not by a commit.
+      const checkpoints = await runtime.storage.startBackgroundCheckpoints({})
+      const lines: RetentionLine[] = []
+      let longestFlushMs = 0
+      let longestGapMs = 0
+      let flushMs = 0
+      let gapMs = 0
+      let pruneMs = 0
+      // Rows the serving thread flushed while a prune ran: taken off the next day's, so every day has the same traffic.
+      let flushedAhead = 0
+      const flushAt = (time: number) => () => runtime.repositories.requestLogs.insertMany(Array.from({ length: 16 }, () => row(workspace.id, time)))
+      try {
+        for (let day = 1; day <= simulatedDays; day++) {
+          const dayStart = start + (day - 1) * dayMs
+          // The day's traffic, in the log queue's flushes (a few hundred rows a transaction).
+          const count = Math.max(0, rowsPerDay - flushedAhead)
+          const batch: RequestLogRow[] = []
+          for (let index = 0; index < count; index++) {
+            batch.push(row(workspace.id, dayStart + Math.floor((index / count) * (dayMs - 1))))
+            if (batch.length === 500) {
+              runtime.repositories.requestLogs.insertMany(batch)
+              batch.length = 0
+            }
+          }
+          runtime.repositories.requestLogs.insertMany(batch)
+          // The prune at the day's end, on its thread; the rows flushed meanwhile belong to the next day.
+          const now = dayStart + dayMs
+          const started = performance.now()
+          const watched = await watchServing(flushAt(now), ask({ type: 'prune', nowMs: now }))
+          pruneMs += performance.now() - started
+          flushedAhead = watched.flushes * 16
+          flushMs = Math.max(flushMs, watched.flushMs)
+          gapMs = Math.max(gapMs, watched.gapMs)
+          if (day % 10 === 0) {
+            runtime.storage.sqlite.exec('PRAGMA wal_checkpoint(TRUNCATE)')
+            const rowsKept = (runtime.storage.sqlite.query('select count(*) as n from request_logs').get() as { n: number }).n
+            lines.push({ day, rowsKept, fileMb: statSync(runtime.config.dbPath).size / 1_048_576, flushMs, gapMs })
+            longestFlushMs = Math.max(longestFlushMs, flushMs)
+            longestGapMs = Math.max(longestGapMs, gapMs)
+            flushMs = 0
+            gapMs = 0
+          }
+        }
+        // The control: as long as all the prunes took, the same watch and flushes, no prune.
+        const control = await watchServing(flushAt(start + (simulatedDays + 1) * dayMs), Bun.sleep(pruneMs))
+        // From the first line after the 90 days filled (day 100) to the last (day 120).
+        const filled = lines.find((line) => line.day >= retentionDays + 10)!
+        const growthPercent = ((lines.at(-1)!.fileMb - filled.fileMb) / filled.fileMb) * 100
+        return { rowsPerDay, lines, growthPercent, longestFlushMs, longestGapMs, controlGapMs: control.gapMs, controlFlushMs: control.flushMs }
+      } finally {
+        await checkpoints.stop()
+        await ask({ type: 'close' })
+        worker.terminate()
+      }
+    },
+    { RT_LOG_RETENTION_DAYS: String(retentionDays), RT_BODY_RETENTION_DAYS: '7' },
+  )
+}
+
+export function retentionTable(curve: RetentionCurve): string {
+  return [
+    `Retention: ${simulatedDays} simulated days at ${curve.rowsPerDay.toLocaleString('en')} request-log rows a day, RT_LOG_RETENTION_DAYS=${retentionDays}, RT_BODY_RETENTION_DAYS=7, log-prune at each day's end on its own thread`,
+    '',
+    '| simulated day | rows kept | file MB | longest serving-thread flush during the prunes, ms | longest event-loop gap during the prunes, ms |',
+    '|---:|---:|---:|---:|---:|',
+    ...curve.lines.map((line) => `| ${line.day} | ${line.rowsKept.toLocaleString('en')} | ${line.fileMb.toFixed(2)} | ${line.flushMs.toFixed(2)} | ${line.gapMs.toFixed(2)} |`),
+    '',
+    `file growth from day ${retentionDays + 10} to day ${simulatedDays}: ${curve.growthPercent.toFixed(2)}% (levels off: ${Math.abs(curve.growthPercent) < 2 ? 'yes' : 'NO'})`,
+    `longest stall of the serving thread on a prune (a flush waiting for the write lock): ${curve.longestFlushMs.toFixed(2)} ms (under 5 ms: ${curve.longestFlushMs < 5 ? 'yes' : 'NO'})`,
+    `reference: longest event-loop gap during the prunes ${curve.longestGapMs.toFixed(2)} ms; with no prune, for as long: gap ${curve.controlGapMs.toFixed(2)} ms, flush ${curve.controlFlushMs.toFixed(2)} ms`,
+  ].join('\n')
 }
 
 /** `windowMs`: the length of one load window of the inference curves (3 rounds of 3 windows). */

@@ -34,7 +34,10 @@ after round, prints a Markdown table and writes bench/results/latest.json.
   --scale        only the scale curves (bench/scale.ts): snapshot rebuild with 10 to 10,000 keys,
                  usage queries over 30 days with 10^4 to 10^7 request-log rows (--scale-rows N caps them),
                  inference p99 while keys are written and usage queries run (--scale-window-ms N: the
-                 length of each of the 9 load windows, default 2500)
+                 length of each of the 9 load windows, default 2500), and the retention curve: 120
+                 simulated days with 90-day retention, the file size every 10 days and the serving
+                 thread's longest stall during a prune (--scale-rows-per-day N, default 20,000;
+                 --scale-retention-only: that curve alone)
 `)
   process.exit(0)
 }
@@ -576,9 +579,10 @@ function renderTable(results: any): string {
 }
 
 if (process.argv.includes('--scale')) {
-  const { runScale, scaleTable } = await import('../bench/scale')
+  const { runScale, scaleTable, retentionCurve, retentionTable } = await import('../bench/scale')
   const optional = (name: string) => (process.argv.includes(`--${name}`) ? argument(name, Number.NaN) : undefined)
-  process.stdout.write(scaleTable(await runScale(optional('scale-rows'), optional('scale-window-ms'))) + '\n')
+  if (!process.argv.includes('--scale-retention-only')) process.stdout.write(scaleTable(await runScale(optional('scale-rows'), optional('scale-window-ms'))) + '\n\n')
+  process.stdout.write(retentionTable(await retentionCurve(optional('scale-rows-per-day') ?? 20_000)) + '\n')
 } else if (process.argv.includes('--floor-parts')) {
   const { runFloorParts } = await import('./bench/floor-parts')
   process.stdout.write((await runFloorParts({ rounds: argument('rounds', 3), roundMs, concurrency: 64 })) + '\n')

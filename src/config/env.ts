@@ -40,6 +40,10 @@ export interface Config {
   flyAppName: string | undefined
   /** RT_AUDIT_RETENTION_DAYS: audit events older than this are deleted by the daily `log-prune` job (CONTRACT §12). */
   auditRetentionDays: number
+  /** RT_LOG_RETENTION_DAYS: request-log rows older than this are deleted by `log-prune` (CONTRACT §14); roll-ups stay. */
+  logRetentionDays: number
+  /** RT_BODY_RETENTION_DAYS: captured request bodies older than this are cleared by `log-prune`; the rows stay. */
+  bodyRetentionDays: number
 }
 
 export class ConfigError extends Error {}
@@ -80,6 +84,8 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['BUN_CONFIG_MAX_HTTP_REQUESTS', 'Bun\'s cap on concurrent upstream requests, read when Bun starts; scripts/start sets 65535 (Bun\'s own default is 256)'],
   ['RT_LOG_LEVEL', 'debug, info (default), warn, error'],
   ['RT_AUDIT_RETENTION_DAYS', 'days audit events are kept (the daily log-prune job deletes older ones); default 400, a whole number from 1'],
+  ['RT_LOG_RETENTION_DAYS', 'days request-log rows are kept (log-prune deletes older ones; usage roll-ups stay); default 90, a whole number from 1'],
+  ['RT_BODY_RETENTION_DAYS', 'days captured request bodies are kept (log-prune clears older ones; the rows stay); default 7, a whole number from 1'],
 ]
 
 function integerSetting(environment: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {
@@ -138,5 +144,7 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     primaryUrl: environment.RT_PRIMARY_URL ? environment.RT_PRIMARY_URL.replace(/\/+$/, '') : undefined,
     flyAppName: environment.FLY_APP_NAME || undefined,
     auditRetentionDays: integerSetting(environment, 'RT_AUDIT_RETENTION_DAYS', 400, 1, 1_000_000),
+    logRetentionDays: integerSetting(environment, 'RT_LOG_RETENTION_DAYS', 90, 1, 1_000_000),
+    bodyRetentionDays: integerSetting(environment, 'RT_BODY_RETENTION_DAYS', 7, 1, 1_000_000),
   })
 }

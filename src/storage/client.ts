@@ -83,6 +83,13 @@ export interface Storage {
    * checkpoint copies megabytes and would stall every request in flight for milliseconds).
    */
   startBackgroundCheckpoints(options: BackgroundCheckpointOptions): Promise<BackgroundCheckpoints>
+  /**
+   * For a long run of small write transactions (the log prune): this connection stops
+   * checkpointing on commit, so that a transaction's time is the time it holds the write lock, and
+   * the run copies the WAL itself between two transactions with `checkpoint()`. `end()` puts the
+   * connection back as it was.
+   */
+  batchedWrites(): BatchedWrites
   masterKeyRecord: MasterKeyRecord
   close(): void
 }
@@ -91,6 +98,12 @@ export interface BackgroundCheckpointOptions {
   intervalMs?: number
   onCheckpoint?(pages: number): void
   onError?(message: string): void
+}
+
+export interface BatchedWrites {
+  /** A PASSIVE checkpoint: copies what it can of the WAL without waiting for any writer. */
+  checkpoint(): void
+  end(): void
 }
 
 export interface BackgroundCheckpoints {
@@ -139,6 +152,14 @@ export function openStorage(path: string, options: OpenOptions = {}): Storage {
     configVersion: () => configQuery.get()?.version ?? 0,
     bumpConfigVersion: () => void bump.run(),
     startBackgroundCheckpoints: (options) => startCheckpointWorker(sqlite, path, options),
+    batchedWrites() {
+      const pages = sqlite.prepare<{ wal_autocheckpoint: number }, []>('PRAGMA wal_autocheckpoint').get()!.wal_autocheckpoint
+      sqlite.exec('PRAGMA wal_autocheckpoint = 0')
+      return {
+        checkpoint: () => void sqlite.exec('PRAGMA wal_checkpoint(PASSIVE)'),
+        end: () => void sqlite.exec(`PRAGMA wal_autocheckpoint = ${pages}`),
+      }
+    },
     masterKeyRecord: createMasterKeyRecord(sqlite),
     close: () => sqlite.close(),
   }
@@ -162,6 +183,8 @@ function openReadonly(path: string): Storage {
     bumpConfigVersion: () => {},
     // The primary checkpoints (LiteFS ships its pages); a read-only connection cannot.
     startBackgroundCheckpoints: async () => ({ stop: async () => {} }),
+    // Nothing to batch: a read-only connection writes nothing.
+    batchedWrites: () => ({ checkpoint: () => {}, end: () => {} }),
     // The primary stored the check value; a replica compares with it and stores nothing.
     masterKeyRecord: { ...record, saveCheckValue: (value) => record.checkValue() ?? value },
     close: () => sqlite.close(),

@@ -7,7 +7,7 @@ import { resolve } from 'node:path'
 import { startTestServer, type TestServer } from '../harness/server'
 import { startMockGateway } from '../harness/mock-gateway'
 import { createInferenceKey, storeProvider } from '../harness/api'
-import { nextBudget } from '../../src/scheduler/jobs/budget-learn'
+import { histogramOf, nextBudget } from '../../src/scheduler/jobs/budget-learn'
 
 const repoRoot = resolve(import.meta.dir, '../..')
 
@@ -79,12 +79,46 @@ describe('jobs run catalog-crawl', () => {
 
 describe('jobs run budget-learn', () => {
   test('the learned budget is twice the p95 first-byte time, within 5–15 s, moving at most 3 s a run', () => {
-    expect(nextBudget(Array.from({ length: 100 }, () => 1000), undefined)).toBe(5000)
-    expect(nextBudget(Array.from({ length: 100 }, () => 4000), undefined)).toBe(8000)
-    expect(nextBudget(Array.from({ length: 100 }, () => 4000), 5000)).toBe(8000)
-    expect(nextBudget(Array.from({ length: 100 }, () => 7000), 5000)).toBe(8000)
-    expect(nextBudget(Array.from({ length: 100 }, () => 20000), 14000)).toBe(15000)
-    expect(nextBudget(Array.from({ length: 100 }, () => 100), 12000)).toBe(9000)
+    expect(nextBudget(histogramOf(Array.from({ length: 100 }, () => 1000)), undefined)).toBe(5000)
+    expect(nextBudget(histogramOf(Array.from({ length: 100 }, () => 4000)), undefined)).toBe(8000)
+    expect(nextBudget(histogramOf(Array.from({ length: 100 }, () => 4000)), 5000)).toBe(8000)
+    expect(nextBudget(histogramOf(Array.from({ length: 100 }, () => 7000)), 5000)).toBe(8000)
+    expect(nextBudget(histogramOf(Array.from({ length: 100 }, () => 20000)), 14000)).toBe(15000)
+    expect(nextBudget(histogramOf(Array.from({ length: 100 }, () => 100)), 12000)).toBe(9000)
+  })
+
+  test("learns from streamed requests' first byte only: buffered answers, errors and rows older than 14 days do not count", async () => {
+    await using server = await startTestServer()
+    const now = Date.now()
+    const rows = (count: number, gateway: string, fields: { stream: boolean; ttfbMs: number; status?: number; ageMs?: number; workspaceId?: string }) =>
+      Array.from({ length: count }, (_, index) => ({
+        id: `${gateway}-${fields.stream}-${fields.ttfbMs}-${index}`,
+        workspaceId: fields.workspaceId ?? server.workspaceId,
+        createdAt: now - (fields.ageMs ?? 0) - index * 60_000,
+        endpoint: 'chat',
+        gateway,
+        status: fields.status ?? 200,
+        stream: fields.stream,
+        latencyMs: fields.ttfbMs + 500,
+        ttfbMs: fields.ttfbMs,
+      }))
+    server.runtime.repositories.requestLogs.insertMany([
+      // openai: 40 streams whose first byte came at 3 s (in two workspaces), beside 200 buffered
+      // answers of 12 s each (their time is the whole answer's), 30 failed streams at 9 s and 30
+      // streams at 9 s from 15 days ago. Only the 40 count: p95 3 s, budget 6 s.
+      ...rows(30, 'openai', { stream: true, ttfbMs: 3000 }),
+      ...rows(10, 'openai', { stream: true, ttfbMs: 3000, workspaceId: '' }),
+      ...rows(200, 'openai', { stream: false, ttfbMs: 12_000 }),
+      ...rows(30, 'openai', { stream: true, ttfbMs: 9000, status: 502 }),
+      ...rows(30, 'openai', { stream: true, ttfbMs: 9000, ageMs: 15 * 86_400_000 }),
+      // groq: 19 streams, too few to learn from, however many buffered answers there are.
+      ...rows(19, 'groq', { stream: true, ttfbMs: 4000 }),
+      ...rows(100, 'groq', { stream: false, ttfbMs: 4000 }),
+    ])
+    const result = await runJob(server, 'budget-learn')
+    expect(result.exitCode).toBe(0)
+    expect(JSON.parse(result.stdout)).toEqual({ job: 'budget-learn', budgets: { openai: 6000 } })
+    expect(server.runtime.repositories.gatewayCatalogs.listBudgets()).toEqual([expect.objectContaining({ gateway: 'openai', ttfbBudgetMs: 6000 })])
   })
 
   test('learns from the request log and the running server uses the budget as the failover timeout', async () => {
@@ -103,6 +137,7 @@ describe('jobs run budget-learn', () => {
         endpoint: 'chat',
         gateway: 'openai',
         status: 200,
+        stream: true,
         latencyMs: 4100,
         ttfbMs: 4000,
       })),

@@ -1,4 +1,5 @@
 /** One row per inference request (SPEC "What the service does" 7). Response bodies are never stored. */
+import { sql } from 'drizzle-orm'
 import { primaryKey, sqliteTable, text, integer, real, index } from 'drizzle-orm/sqlite-core'
 
 export const requestLogs = sqliteTable(
@@ -40,6 +41,12 @@ export const requestLogs = sqliteTable(
     // after a crash, the only ones that may be there already, are checked through this index instead
     // (insertManyIfAbsent: same workspace and time, then the id).
     index('request_logs_workspace_time_idx').on(table.workspaceId, table.createdAt),
+    // Captured bodies by time, for their retention (CONTRACT §14): a partial index holds only the
+    // rows that still have a body, so a row logged without one costs it nothing but the condition,
+    // and a cleared body leaves it. The daily prune finds the bodies to clear without a scan.
+    index('request_logs_body_time_idx')
+      .on(table.createdAt)
+      .where(sql`request_body is not null`),
   ],
 )
 

@@ -1,0 +1,1 @@
+CREATE INDEX `request_logs_body_time_idx` ON `request_logs` (`created_at`) WHERE `request_body` is not null;
