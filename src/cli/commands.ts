@@ -222,6 +222,16 @@ export const commands: readonly CommandSpec[] = [
     input: (flags) => ({ limit: flags.text('limit'), after: flags.text('after') }),
   },
   {
+    words: ['backup'],
+    summary: 'Writes a consistent copy of the database to PATH while the server serves (a new file, checked with PRAGMA integrity_check); prints its path and size. Restore: stop, put the copy at RT_DB_PATH, start with the same master key.',
+    options: { to: { kind: 'text', placeholder: 'PATH', required: true, description: 'the file to write; it must not exist' } },
+    reads: true,
+    run: async (runtime, input) => {
+      const { backupDatabase } = await import('../storage/backup')
+      return backupDatabase(runtime.storage.sqlite, input.text('to')!, runtime.random)
+    },
+  },
+  {
     words: ['jobs', 'run'],
     argument: { placeholder: 'NAME', choices: jobNames },
     summary: 'Runs a scheduled job once, now, under its lease, and prints its result (catalog-crawl daily, budget-learn every 4 hours; all runs each).',
