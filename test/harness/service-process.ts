@@ -2,7 +2,7 @@
  * The real service as a child process, for end-to-end tests: started with a temp data dir on a free
  * port, its stdout/stderr read as they arrive (no fixed sleeps), killed after each test.
  */
-import { afterEach, expect } from 'bun:test'
+import { expect } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -131,13 +131,18 @@ export function tempDir(): string {
   return dir
 }
 
-afterEach(async () => {
+/**
+ * Kills the services started since the last call and removes the temporary directories. Run after
+ * every test of every file by test/harness/preload.ts: a hook registered here would run for the
+ * first test file that imports this module only, and leak the later files' processes.
+ */
+export async function cleanUpServices() {
   for (const service of started.splice(0)) {
     if (service.child.exitCode === null && service.child.signalCode === null) service.child.kill('SIGKILL')
     await service.child.exited
   }
   for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true })
-})
+}
 
 export const managementKeyLine = (line: string) => line.startsWith('management key:')
 
