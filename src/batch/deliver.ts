@@ -3,6 +3,11 @@
  * A delivery that fails is tried again on each of the next two runs with the same id (the
  * X-Router-Delivery header), then dropped (SPEC "Batch webhook"). A failure never changes the batch.
  *
+ * The first try of a new row is made sooner, by the batch-refresh run that recorded the batch's end
+ * (deliverNewRows), so a webhook goes out within about five minutes of the end (SPEC "Batch
+ * webhook"), not at the delivery run after. Both take the `webhooks` job's lease to deliver, so the
+ * two jobs, in one process or several, never try one row at once: each try is made once.
+ *
  * Webhooks: the target rule is checked again at every delivery and the request goes to the checked
  * address (net/outbound-target.ts); redirects are not followed; 10 s limit; any 2xx
  * acknowledges. The signature is hex HMAC-SHA256 keyed with the key's signing secret over
@@ -14,6 +19,8 @@ import nodemailer from 'nodemailer'
 import { fetchOutboundTarget, resolveOutboundTarget } from '../net/outbound-target'
 import type { Runtime } from '../runtime'
 import type { JobProgress } from '../scheduler/jobs'
+import { createHolderId, defaultLeaseMs, defaultRenewEveryMs } from '../scheduler/lease'
+import { scheduleOf } from '../scheduler/schedules'
 import type { OutboxRow } from '../storage/repositories/batches'
 import type { EmailPayload } from './notify'
 
@@ -81,29 +88,97 @@ async function deliverEmail(runtime: Runtime, row: OutboxRow, transport: ReturnT
   }
 }
 
+interface DeliveryCounts {
+  delivered: number
+  failed: number
+  dropped: number
+}
+
+/**
+ * One try of each row, its outcome recorded (a failure counts one of the row's three tries). Stops
+ * before the next row when `mayGoOn` says no (the lease was lost); returns the counts and how many
+ * rows it tried.
+ */
+async function tryEach(runtime: Runtime, rows: readonly OutboxRow[], mayGoOn: () => boolean, tried: () => void): Promise<DeliveryCounts & { tried: number }> {
+  const counts = { delivered: 0, failed: 0, dropped: 0, tried: 0 }
+  let transport: ReturnType<typeof mailer> | undefined
+  try {
+    for (const row of rows) {
+      if (!mayGoOn()) break
+      const at = Date.now()
+      try {
+        if (row.kind === 'webhook') await deliverWebhook(runtime, row)
+        else await deliverEmail(runtime, row, (transport ??= mailer(runtime)))
+        runtime.repositories.batches.recordDelivery(row.id, { delivered: true, at })
+        counts.delivered++
+      } catch (error) {
+        const message = error instanceof DeliveryFailed ? error.message : `internal: ${error instanceof Error ? error.message : String(error)}`
+        runtime.repositories.batches.recordDelivery(row.id, { delivered: false, at, error: message, maxAttempts: deliveryAttempts })
+        counts.failed++
+        const dropped = row.attempts + 1 >= deliveryAttempts
+        if (dropped) counts.dropped++
+        runtime.logger.warn(dropped ? 'delivery_dropped' : 'delivery_failed', { delivery: row.id, kind: row.kind, batch_id: row.batchId, attempt: row.attempts + 1, error: message })
+      }
+      counts.tried++
+      tried()
+    }
+  } finally {
+    transport?.close()
+  }
+  return counts
+}
+
+/** The delivery run: runs under the `webhooks` lease (scheduler/lease.ts), so no other delivery runs meanwhile. */
 export async function deliverOutbox(runtime: Runtime, progress: JobProgress): Promise<Record<string, unknown>> {
   const rows = runtime.repositories.batches.pendingOutbox()
-  const counts = { pending: rows.length, delivered: 0, failed: 0, dropped: 0 }
-  let transport: ReturnType<typeof mailer> | undefined
   progress(0, rows.length)
   let done = 0
-  for (const row of rows) {
-    const at = Date.now()
-    try {
-      if (row.kind === 'webhook') await deliverWebhook(runtime, row)
-      else await deliverEmail(runtime, row, (transport ??= mailer(runtime)))
-      runtime.repositories.batches.recordDelivery(row.id, { delivered: true, at })
-      counts.delivered++
-    } catch (error) {
-      const message = error instanceof DeliveryFailed ? error.message : `internal: ${error instanceof Error ? error.message : String(error)}`
-      runtime.repositories.batches.recordDelivery(row.id, { delivered: false, at, error: message, maxAttempts: deliveryAttempts })
-      counts.failed++
-      const dropped = row.attempts + 1 >= deliveryAttempts
-      if (dropped) counts.dropped++
-      runtime.logger.warn(dropped ? 'delivery_dropped' : 'delivery_failed', { delivery: row.id, kind: row.kind, batch_id: row.batchId, attempt: row.attempts + 1, error: message })
-    }
-    progress(++done, rows.length)
+  const counts = await tryEach(runtime, rows, () => true, () => progress(++done, rows.length))
+  return { pending: rows.length, delivered: counts.delivered, failed: counts.failed, dropped: counts.dropped }
+}
+
+/** The lease both delivering jobs take: the delivery run's own. */
+const deliveryLease = 'webhooks'
+
+/**
+ * The first try of the rows no run has tried yet, for the batch-refresh run once its transactions
+ * have committed: the batches it saw end, and any a client's read saw end since the last run (so
+ * those too go out within five minutes of the end). A failure is the row's first try; the next two
+ * delivery runs retry it, as they would their own.
+ *
+ * It holds the `webhooks` lease while it delivers, renewed as a run's is, then frees it without
+ * recording a run: the delivery runs' schedule and last result stay theirs. When a delivery run
+ * holds the lease (here or in another process), nothing is tried: that run, or the next of either
+ * job, delivers the rows.
+ */
+export async function deliverNewRows(runtime: Runtime): Promise<Record<string, number>> {
+  const fresh = () => runtime.repositories.batches.pendingOutbox().filter((row) => row.attempts === 0)
+  // Read first, take second: a run that ended no batch costs a read, not the lease.
+  const waiting = fresh().length
+  if (waiting === 0) return { pending: 0 }
+  const leases = runtime.repositories.jobLeases
+  const holder = createHolderId(runtime.random)
+  const now = () => runtime.now().getTime()
+  const startedAt = now()
+  if (!leases.acquire(deliveryLease, holder, startedAt, defaultLeaseMs, { dueOnly: false, firstRunAt: startedAt + scheduleOf(deliveryLease).firstAfterMs })) {
+    return { pending: waiting, deferred: waiting }
   }
-  transport?.close()
-  return counts
+  let held = true
+  const renewal = setInterval(() => {
+    try {
+      if (!leases.renew(deliveryLease, holder, now() + defaultLeaseMs)) held = false
+    } catch (error) {
+      runtime.logger.error('job_lease_renew_failed', { job: deliveryLease, error: error instanceof Error ? error.message : String(error) })
+    }
+  }, defaultRenewEveryMs)
+  try {
+    // Read again under the lease: a delivery run that just ended may have tried some.
+    const rows = fresh()
+    const counts = await tryEach(runtime, rows, () => held, () => {})
+    if (!held) runtime.logger.warn('job_lease_lost', { job: deliveryLease, holder })
+    return { pending: rows.length, delivered: counts.delivered, failed: counts.failed, dropped: counts.dropped, deferred: rows.length - counts.tried }
+  } finally {
+    clearInterval(renewal)
+    leases.abandon(holder)
+  }
 }

@@ -8,6 +8,10 @@
  * gateway's batch list: a batch of the same endpoint, model and request count created since, not
  * held by another row, is adopted, so the client's "check the list" finds it. A submit whose upload
  * never finished (the process died mid-upload) is dropped after an hour.
+ *
+ * The run then makes the first try of the notifications no run has tried yet (deliver.ts
+ * deliverNewRows), its own and any a client's read wrote since: SPEC "Batch webhook" sends within
+ * about five minutes of the end, and the delivery run alone would add up to five more.
  */
 import type { Runtime } from '../runtime'
 import type { JobProgress } from '../scheduler/jobs'
@@ -15,6 +19,7 @@ import type { BatchRow } from '../storage/repositories/batches'
 import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 import { parseJson } from '../dialects/sse/decode'
 import { isObject } from '../http/read-body'
+import { deliverNewRows } from './deliver'
 import { readGatewayBatch } from './gateway-read'
 import { progressFromUpstream } from './present'
 
@@ -85,5 +90,15 @@ export async function refreshBatches(runtime: Runtime, progress: JobProgress): P
     }
     progress(++done, rows.length)
   }
-  return { batches: rows.length, ...counts, dropped_submits: droppedSubmits }
+  // After the loop: every terminal state and its outbox rows are committed (applyProgress).
+  let deliveries: Record<string, unknown>
+  try {
+    deliveries = await deliverNewRows(runtime)
+  } catch (error) {
+    // The refresh stands; the delivery run tries the rows.
+    const message = error instanceof Error ? error.message : String(error)
+    runtime.logger.warn('batch_refresh_delivery_failed', { error: message })
+    deliveries = { error: message }
+  }
+  return { batches: rows.length, ...counts, dropped_submits: droppedSubmits, deliveries }
 }

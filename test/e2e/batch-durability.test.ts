@@ -2,8 +2,9 @@
  * The Batch API against the real service process (started as operators start it, ./scripts/start),
  * driven through HTTP only, with the scheduled jobs run from the operator CLI (CONTRACT §5):
  * - kill -9 at two points of a batch's life (after the submit; after the refresh wrote the terminal
- *   state and its notification, before any delivery) loses neither the batch, nor its results, nor
- *   the pending webhook, and the webhook goes out exactly once (SPEC "Batch webhook": sent once);
+ *   state and its notification, before the webhook was delivered: the receiver refuses the refresh
+ *   run's first try) loses neither the batch, nor its results, nor the pending webhook, and the
+ *   webhook is acknowledged exactly once (SPEC "Batch webhook": sent once);
  * - a submit of almost 100 MB streams through to the gateway without the router holding it
  *   (SPEC "Limits": keep a submit under 100 MB) — measured on the server process's RSS;
  * - an upload that stalls is dropped with 408 and nothing is created upstream (SPEC "Limits",
@@ -190,11 +191,18 @@ describe('batch durability (real service process)', () => {
     "kill -9 in the middle of a batch's life loses no batch, no result and no pending notification",
     async () => {
       const gateway = await batchGateway({ models: [model, `${model}:batch`] })
+      /** Deliveries acknowledged (204), and the ones refused (503) while `refusing`. */
       const received: { headers: Headers; body: string; path: string }[] = []
+      const refused: { headers: Headers }[] = []
+      let refusing = false
       const receiver = Bun.serve({
         hostname: '127.0.0.1',
         port: 0,
         async fetch(request) {
+          if (refusing) {
+            refused.push({ headers: request.headers })
+            return new Response('not now', { status: 503 })
+          }
           received.push({ headers: request.headers, body: await request.text(), path: new URL(request.url).pathname })
           return new Response(null, { status: 204 })
         },
@@ -221,19 +229,23 @@ describe('batch durability (real service process)', () => {
       await kill9(first.service)
 
       // Life 2: the batch is there; the gateway finishes it; the refresh job records it (and its
-      // notification, in the same transaction); then kill -9 before anything is delivered.
+      // notification, in the same transaction) and tries the webhook at once, which the receiver
+      // refuses; then kill -9 with the webhook still pending.
       const second = await start(dataDir, environment)
       const afterFirstKill = await call(second.rootUrl, key.key, 'GET', `/v1/batches/${batchId}`)
       expect(afterFirstKill.status).toBe(200)
       expect(afterFirstKill.json).toMatchObject({ id: batchId, object: 'batch', status: 'validating', model, endpoint: '/v1/chat/completions', results: null })
       gateway.advance(upstreamId, 'completed')
+      refusing = true
       const refreshed = await cli(cliEnvironment, 'jobs', 'run', 'batch-refresh')
-      expect(JSON.stringify(refreshed)).toContain('"finished":1')
+      expect(refreshed).toMatchObject({ finished: 1, deliveries: { pending: 1, delivered: 0, failed: 1 } })
+      expect(refused).toHaveLength(1)
       expect(received).toHaveLength(0)
       await kill9(second.service)
       expect(received).toHaveLength(0)
+      refusing = false
 
-      // Life 3: one delivery run sends the webhook once; the batch has its results.
+      // Life 3: one delivery run sends the webhook once (the same delivery id); the batch has its results.
       const third = await start(dataDir, environment)
       const delivered = await cli(cliEnvironment, 'jobs', 'run', 'webhooks')
       expect(JSON.stringify(delivered)).toContain('"delivered":1')
@@ -242,6 +254,7 @@ describe('batch durability (real service process)', () => {
       expect(hooks()).toHaveLength(1)
       const [hook] = hooks()
       expect(hook!.path).toBe('/hook')
+      expect(hook!.headers.get('x-router-delivery')).toBe(refused[0]!.headers.get('x-router-delivery'))
       expect(hook!.headers.get('x-router-event')).toBe('batch.completed')
       expect(hook!.headers.get('user-agent')).toBe('Router-Webhooks/1')
       expect(verifySignature(webhook.signing_secret, hook!.headers.get('x-router-signature'), hook!.body)).toBe(true)

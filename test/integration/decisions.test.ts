@@ -644,6 +644,44 @@ describe('the decisioner: the decision call', () => {
     expect(calls[1]!.body.questions[0].id).toBe('target')
     expect(chatCalls(env.mocks[B]!)[1]!.body.model).toBe(MODEL)
   })
+
+  test('a long override id (over 256 chars) is used: sent upstream whole; the header stays within 500 chars, its pairs whole but the model value cut', async () => {
+    await using env = await startDecisionerEnv()
+    // SPEC "Limits": the header is capped at 500 chars; nothing caps a model id of the key's `models`.
+    const longModel = `openai/${'l'.repeat(293)}`
+    const longerModel = `openai/${'m'.repeat(593)}`
+    for (const gateway of [A, B, C]) seedCatalog(env.server, gateway, { [MODEL]: null, [longModel]: null, [longerModel]: null })
+
+    // 300 chars: the header fits whole.
+    scriptDecider(env.mocks[DECIDER]!, { target: { [A]: 0.15, [B]: 0.8, [C]: 0.05 }, model: { [MODEL]: 0.1, [longModel]: 0.9 } })
+    const key = await decisionerKey(env, [A, B, C], { objective: 'capability', allow_model_override: true, models: [longModel] })
+    const expected = `pick:${B};model:${longModel};choice:${B};conf:0.65;p:0.80;obj:capability`
+    const result = await chat(env.server, key.secret)
+    expect(result.status).toBe(200)
+    expect(decisionerHeader(result)).toBe(expected)
+    expect(result.headers.get('x-router-provider')).toBe(B)
+    expect(chatCalls(env.mocks[B]!).map((call) => call.body.model)).toEqual([longModel])
+    const row = await expectLoggedDecision(env.server, key.id, expected, true)
+    expect(row.upstream_model).toBe(longModel)
+
+    // 600 chars: the whole header would be 670; the model's value is shortened so the rest stays whole.
+    scriptDecider(env.mocks[DECIDER]!, { target: { [A]: 0.15, [B]: 0.8, [C]: 0.05 }, model: { [MODEL]: 0.1, [longerModel]: 0.9 } })
+    const longer = await decisionerKey(env, [A, B, C], { objective: 'capability', allow_model_override: true, models: [longerModel] })
+    const cut = await chat(env.server, longer.secret)
+    expect(cut.status).toBe(200)
+    const header = decisionerHeader(cut)!
+    expect(header.length).toBeLessThanOrEqual(500)
+    expect(header.length).toBe(500)
+    const pairs = header.split(';').map((pair) => [pair.slice(0, pair.indexOf(':')), pair.slice(pair.indexOf(':') + 1)])
+    expect(pairs.map(([name]) => name)).toEqual(['pick', 'model', 'choice', 'conf', 'p', 'obj'])
+    expect(header).toStartWith(`pick:${B};model:openai/mmm`)
+    expect(header).toEndWith(`;choice:${B};conf:0.65;p:0.80;obj:capability`)
+    expect(longerModel.startsWith(pairs[1]![1]!)).toBe(true)
+    expect(cut.headers.get('x-router-provider')).toBe(B)
+    expect(chatCalls(env.mocks[B]!).map((call) => call.body.model)).toEqual([longModel, longerModel])
+    const longerRow = await expectLoggedDecision(env.server, longer.id, header, true)
+    expect(longerRow.upstream_model).toBe(longerModel)
+  })
 })
 
 describe('the decisioner: reading the answer, and the fallbacks of a pick', () => {

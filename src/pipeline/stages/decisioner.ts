@@ -63,14 +63,37 @@ interface Fact {
   sendable: boolean
 }
 
-/** A model id that can go in a header and a plan: bounded, printable ASCII (the key's `models` are free text). */
-const headerSafe = (id: string) => id.length > 0 && id.length <= 256 && /^[\x21-\x7e]+$/.test(id) && !id.includes(';')
+/**
+ * A model id that can go in a header and a plan: printable ASCII without the pair separator (the
+ * key's `models` are free text). Its length is not limited here: a long one is used, and the header
+ * is cut (header()).
+ */
+const headerSafe = (id: string) => id.length > 0 && /^[\x21-\x7e]+$/.test(id) && !id.includes(';')
 
 const twoDecimals = (value: number) => (Math.round(value * 100) / 100).toFixed(2)
 
-function header(parts: string[]): string {
+/**
+ * X-Router-Decisioner from its `key:value` pairs, capped at 500 chars (SPEC "Response headers",
+ * "Limits"). Only a model id makes it longer (the other values are gateway ids and short numbers
+ * and words), so the longest pair's value is shortened and every pair stays whole and in place,
+ * `obj` included. Should even that not do, whole pairs are dropped from the end, and a first pair
+ * alone over the cap is cut.
+ */
+function header(parts: readonly string[]): string {
   const text = parts.join(';')
-  return text.length > maxHeaderLength ? text.slice(0, maxHeaderLength) : text
+  if (text.length <= maxHeaderLength) return text
+  const excess = text.length - maxHeaderLength
+  const longest = parts.reduce((best, part, index) => (part.length > parts[best]!.length ? index : best), 0)
+  const pair = parts[longest]!
+  const valueStart = pair.indexOf(':') + 1
+  // A value kept to at least one character, so the pair keeps its `key:value` form.
+  if (valueStart > 0 && pair.length - excess > valueStart) return parts.map((part, index) => (index === longest ? part.slice(0, part.length - excess) : part)).join(';')
+  const kept: string[] = []
+  for (const part of parts) {
+    if ([...kept, part].join(';').length > maxHeaderLength) break
+    kept.push(part)
+  }
+  return kept.length > 0 ? kept.join(';') : text.slice(0, maxHeaderLength)
 }
 
 /** The decisioner as the pre-routing hook of the keys that have one (RT_DECISIONER_ENABLED=1). */
