@@ -36,8 +36,10 @@ export interface LeaseRunOptions {
   renewEveryMs?: number
   /** Where job_started/job_progress/job_finished/job_failed go; default runtime.logger. */
   logger?: Logger
-  /** What runs; default the registry's job of that name (tests pass their own). */
+  /** What runs; default the registry's job of that name (tests pass their own, a triggered crawl a narrower one). */
   job?: Job
+  /** A run on a trigger of its own (catalog-follow.ts): the job's schedule is left as it was. */
+  keepSchedule?: boolean
 }
 
 export type LeaseRunOutcome =
@@ -106,7 +108,7 @@ export async function runUnderLease(runtime: Runtime, name: ScheduledJobName, op
   }
   const finishedAt = now()
   const released = leases.release(name, holder, {
-    nextRunAt: finishedAt + everyMs,
+    nextRunAt: options.keepSchedule ? undefined : finishedAt + everyMs,
     result: outcome.status === 'finished' ? outcome.result : { error: outcome.message },
     finishedAt,
   })

@@ -9,6 +9,7 @@ import { workerEntry } from '../worker-entry'
 import type { Runtime } from '../runtime'
 import { createHolderId } from './lease'
 import type { SchedulerCommand, SchedulerReply } from './worker'
+import type { ConfigChange } from '../storage/repositories'
 
 export interface SchedulerOptions {
   /** How often the worker looks for due jobs; default 1 s (a look is one read of a few rows). */
@@ -32,9 +33,24 @@ export function startScheduler(runtime: Runtime, options: SchedulerOptions = {})
   worker.onerror = (event) => runtime.logger.error('scheduler_failed', { error: event.message })
   // The config crosses as a structured clone (plain data); the worker opens its own connection.
   worker.postMessage({ type: 'start', config: runtime.config, holder, tickMs: options.tickMs ?? 1000 } satisfies SchedulerCommand)
+  // A provider key written here has its gateway kind's catalog crawled at once if it has none
+  // (catalog-follow.ts): the thread is told after the write, which it never delays. A write is
+  // announced from inside its transaction, which is synchronous: the message goes once the
+  // current task is done, so the thread reads what was committed.
+  let announced = false
+  const onConfigWrite = (change?: ConfigChange) => {
+    if (announced || (change !== undefined && change.table !== 'providers')) return
+    announced = true
+    queueMicrotask(() => {
+      announced = false
+      worker.postMessage({ type: 'config-written' } satisfies SchedulerCommand)
+    })
+  }
+  runtime.onConfigWrite.add(onConfigWrite)
 
   let stopped: Promise<void> | undefined
   return () => {
+    runtime.onConfigWrite.delete(onConfigWrite)
     stopped ??= (async () => {
       let timeout: ReturnType<typeof setTimeout> | undefined
       await Promise.race([

@@ -7,11 +7,16 @@
 import type { Config } from '../config/env'
 import { createRuntime, type Runtime } from '../runtime'
 import { runUnderLease } from './lease'
-import { schedules } from './schedules'
+import { scheduleOf, schedules } from './schedules'
+import { CatalogFollower } from './catalog-follow'
 
 declare const self: Worker
 
-export type SchedulerCommand = { type: 'start'; config: Config; holder: string; tickMs: number } | { type: 'stop'; graceMs: number }
+export type SchedulerCommand =
+  | { type: 'start'; config: Config; holder: string; tickMs: number }
+  | { type: 'stop'; graceMs: number }
+  /** The serving thread wrote configuration (a provider key, say): catalogs may have to follow. */
+  | { type: 'config-written' }
 export type SchedulerReply = { type: 'started' } | { type: 'stopped' } | { type: 'failed'; error: string }
 
 let runtime: Runtime | undefined
@@ -20,6 +25,11 @@ let timer: ReturnType<typeof setInterval> | undefined
 let stopping = false
 /** One run per job at a time in this process; the lease keeps other processes out. */
 const running = new Map<string, Promise<void>>()
+const follower = new CatalogFollower()
+/** The configuration counter when catalogs were last looked at, and when. */
+let followedVersion = -1
+let followedAt = 0
+const followEveryMs = 60_000
 
 const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
@@ -41,9 +51,33 @@ function tick() {
         .finally(() => running.delete(schedule.job))
       running.set(schedule.job, run)
     }
+    // A write by another process moves the configuration counter; and once a minute regardless (retries).
+    const version = current.storage.configVersion()
+    if (version !== followedVersion || now - followedAt >= followEveryMs) follow(version)
   } catch (error) {
     current.logger.error('scheduler_tick_failed', { error: messageOf(error) })
   }
+}
+
+/** Crawls the gateway kinds that have a provider key but no fresh catalog (catalog-follow.ts), under the crawl's lease. */
+function follow(version: number) {
+  if (!runtime || stopping) return
+  const current = runtime
+  // A crawl running now may not include a kind that just got its key: looked at again when it ends.
+  if (running.has('catalog-crawl')) return
+  followedVersion = version
+  followedAt = current.now().getTime()
+  const due = follower.due(current, followedAt)
+  if (due.length === 0) return
+  const { everyMs, firstAfterMs } = scheduleOf('catalog-crawl')
+  const run = runUnderLease(current, 'catalog-crawl', { holder, dueOnly: false, everyMs, firstAfterMs, keepSchedule: true, job: follower.job(due) })
+    .then(() => {})
+    .catch((error) => current.logger.error('job_lease_failed', { job: 'catalog-crawl', error: messageOf(error) }))
+    .finally(() => {
+      running.delete('catalog-crawl')
+      followedVersion = -1
+    })
+  running.set('catalog-crawl', run)
 }
 
 /**
@@ -80,6 +114,14 @@ self.onmessage = async (event: MessageEvent<SchedulerCommand>) => {
     timer = setInterval(tick, command.tickMs)
     tick()
     self.postMessage({ type: 'started' } satisfies SchedulerReply)
+    return
+  }
+  if (command.type === 'config-written') {
+    try {
+      if (runtime) follow(runtime.storage.configVersion())
+    } catch (error) {
+      runtime?.logger.error('scheduler_tick_failed', { error: messageOf(error) })
+    }
     return
   }
   await stop(command.graceMs)

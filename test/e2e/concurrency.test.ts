@@ -24,16 +24,19 @@ beforeAll(async () => {
     port: 0,
     hostname: '127.0.0.1',
     idleTimeout: 0,
-    fetch: () =>
-      new Response(
-        new ReadableStream<Uint8Array>({
-          start(controller) {
-            controller.enqueue(chunk)
-            heldStreams.push(controller)
-          },
-        }),
-        { headers: { 'content-type': 'text/event-stream' } },
-      ),
+    // Its model list (the catalog crawl a new provider key sets off) is answered at once; every other call is a held stream.
+    fetch: (request) =>
+      new URL(request.url).pathname.endsWith('/models')
+        ? Response.json({ object: 'list', data: [{ id: 'openai/gpt-4o-mini', object: 'model', created: 1, owned_by: 'slow' }] })
+        : new Response(
+            new ReadableStream<Uint8Array>({
+              start(controller) {
+                controller.enqueue(chunk)
+                heldStreams.push(controller)
+              },
+            }),
+            { headers: { 'content-type': 'text/event-stream' } },
+          ),
   })
   healthyGateway = await startMockGateway()
 })

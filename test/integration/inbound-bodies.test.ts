@@ -223,7 +223,8 @@ describe('the real service under large uploads', () => {
     const after = memoryOf(real.service.child.pid)
     // Reading each upload whole took the peak from about 260 MB to 560 MB.
     expect(after.peak - before.rss).toBeLessThan(100 * megabyte)
-    expect(gateway.requests).toHaveLength(0)
+    // Nothing of the uploads went upstream (the one listing is the catalog crawl the provider key set off).
+    expect(gateway.requests.filter((request) => !request.path.endsWith('/models'))).toHaveLength(0)
   }, 60_000)
 
   test('a chunked inference upload over 110 MB (Bun.serve maxRequestBodySize) is 413 in the envelope, not an empty body', async () => {

@@ -52,8 +52,8 @@ describe('log-prune: request logs and captured bodies', () => {
       ['fresh', true],
       ['two-days', false],
     ])
-    const left = server.runtime.storage.sqlite.query('select id from request_logs order by created_at desc').all() as { id: string }[]
-    expect(left.map((row) => row.id)).toEqual(['fresh', 'anonymous-new', 'two-days'])
+    const left = server.runtime.storage.sqlite.query('select id from request_logs order by id').all() as { id: string }[]
+    expect(left.map((row) => row.id)).toEqual(['anonymous-new', 'fresh', 'two-days'])
     // The roll-ups stay: the week's usage is what it was. The day roll-ups are kept for good; the
     // hour ones as long as the rows (no usage window reads an hour bucket older than a day and an hour).
     const after = await server.call('GET', '/api/v1/usage/summary?range=7d')

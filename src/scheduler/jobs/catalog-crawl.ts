@@ -1,6 +1,8 @@
 /**
  * The daily model-catalog crawl (SPEC "Model ids"): for each routable gateway kind with an enabled
- * provider key, GET …/models with that key and store the listing with its canonical ids.
+ * provider key, GET …/models with that key and store the listing with its canonical ids. A crawl
+ * may be narrowed to some kinds: the one the scheduler starts when a provider key arrives for a
+ * kind without a fresh catalog (scheduler/catalog-follow.ts).
  */
 import { findGateway, providerBaseUrl } from '../../gateways/catalog'
 import { canonicalId } from '../../gateways/model-catalog'
@@ -8,11 +10,11 @@ import type { Runtime } from '../../runtime'
 
 const crawlTimeoutMs = 20_000
 
-export async function crawlCatalogs(runtime: Runtime): Promise<Record<string, unknown>> {
+export async function crawlCatalogs(runtime: Runtime, _progress?: unknown, only?: ReadonlySet<string>): Promise<Record<string, unknown>> {
   const byGateway = new Map<string, { secret: string; baseUrl: string }>()
   for (const row of runtime.repositories.providerKeys.listAll()) {
     const gateway = findGateway(row.gateway)
-    if (!gateway || !gateway.routable || row.disabledAt !== null || byGateway.has(gateway.id)) continue
+    if (!gateway || !gateway.routable || row.disabledAt !== null || byGateway.has(gateway.id) || (only && !only.has(gateway.id))) continue
     try {
       byGateway.set(gateway.id, {
         secret: runtime.secretBox.decrypt(row.secretCiphertext),
@@ -29,7 +31,7 @@ export async function crawlCatalogs(runtime: Runtime): Promise<Record<string, un
       try {
         const listed = await runtime.upstream.listModels({ gateway, ...access }, AbortSignal.timeout(crawlTimeoutMs))
         const models = listed.map((item) => ({ modelId: item.id, canonicalId: canonicalId(item.id, gatewayId), object: JSON.stringify(item) }))
-        runtime.repositories.gatewayCatalogs.replaceCatalog(gatewayId, Date.now(), models)
+        runtime.repositories.gatewayCatalogs.replaceCatalog(gatewayId, runtime.now().getTime(), models)
         results[gatewayId] = { models: models.length }
       } catch (error) {
         // A failed crawl keeps the previous catalog; past 72 hours it stops counting as evidence.

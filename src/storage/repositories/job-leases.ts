@@ -17,7 +17,8 @@ export interface AcquireOptions {
 }
 
 export interface ReleaseOptions {
-  nextRunAt: number
+  /** When the job is next due; undefined leaves the schedule as it was (a run on a trigger of its own). */
+  nextRunAt: number | undefined
   /** The run's result or `{error}`, stored as JSON. */
   result: unknown
   finishedAt: number
@@ -62,7 +63,7 @@ export function createJobLeaseRepository(db: Db) {
       return (
         db
           .update(jobLeases)
-          .set({ lockedUntil: 0, nextRunAt: options.nextRunAt, lastFinishedAt: options.finishedAt, lastResult: JSON.stringify(options.result) })
+          .set({ lockedUntil: 0, ...(options.nextRunAt === undefined ? {} : { nextRunAt: options.nextRunAt }), lastFinishedAt: options.finishedAt, lastResult: JSON.stringify(options.result) })
           .where(and(eq(jobLeases.job, job), eq(jobLeases.holder, holder)))
           .returning({ job: jobLeases.job })
           .all().length === 1

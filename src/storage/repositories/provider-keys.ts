@@ -1,5 +1,5 @@
 /** Provider keys and the platform-wide gateway switches. */
-import { and, asc, eq, inArray, sql } from 'drizzle-orm'
+import { and, asc, eq, inArray, isNull, sql } from 'drizzle-orm'
 import type { Db } from '../client'
 import type { ConfigChange } from './index'
 import { gatewaySettings, inferenceKeys, providerKeys } from '../schema'
@@ -43,6 +43,15 @@ export function createProviderKeyRepository(db: Db, onWrite: (change?: ConfigCha
         .from(providerKeys)
         .where(and(eq(providerKeys.workspaceId, workspaceId), inArray(providerKeys.id, ids)))
         .all()
+    },
+    /** The gateway kinds that have an enabled provider key, in any workspace. */
+    enabledGateways(): string[] {
+      return db
+        .selectDistinct({ gateway: providerKeys.gateway })
+        .from(providerKeys)
+        .where(isNull(providerKeys.disabledAt))
+        .all()
+        .map((row) => row.gateway)
     },
     listAll(): ProviderKeyRow[] {
       return db.select().from(providerKeys).all()
