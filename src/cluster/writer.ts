@@ -21,6 +21,8 @@ import { jsonResponse } from '../http/json-response'
 export interface LogSink {
   /** Writes rows; `replayed` rows may have been written before and are then skipped. Returns the rows new here. */
   commit(rows: RequestLogRow[], replayed: boolean): number
+  /** Writes new rows if the database's write lock is free now; undefined, having written nothing, if it is not. */
+  tryCommit(rows: RequestLogRow[]): number | undefined
 }
 
 export const replayMessage = 'replaying on the primary'
@@ -40,16 +42,19 @@ export function isReadonlyDatabaseError(error: unknown): boolean {
 
 /** Writes the rows to this node's database and stamps each key's last use, in the log flush. */
 export function databaseLogSink(repositories: Repositories, metrics: Metrics): LogSink {
+  const write = (rows: RequestLogRow[], replayed: boolean) => {
+    if (rows.length === 0) return 0
+    const lastUsed = new Map<string, number>()
+    for (const row of rows) if (row.keyId && row.status !== 401) lastUsed.set(row.keyId, Math.max(row.createdAt, lastUsed.get(row.keyId) ?? 0))
+    const inserted = replayed ? repositories.requestLogs.insertManyIfAbsent(rows) : repositories.requestLogs.insertMany(rows)
+    repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at: new Date(at).toISOString() })))
+    metrics.logRowsWritten += inserted
+    return inserted
+  }
   return {
-    commit(rows, replayed) {
-      if (rows.length === 0) return 0
-      const lastUsed = new Map<string, number>()
-      for (const row of rows) if (row.keyId && row.status !== 401) lastUsed.set(row.keyId, Math.max(row.createdAt, lastUsed.get(row.keyId) ?? 0))
-      const inserted = replayed ? repositories.requestLogs.insertManyIfAbsent(rows) : repositories.requestLogs.insertMany(rows)
-      repositories.inferenceKeys.touchLastUsed([...lastUsed].map(([keyId, at]) => ({ keyId, at: new Date(at).toISOString() })))
-      metrics.logRowsWritten += inserted
-      return inserted
-    },
+    commit: write,
+    // The rows and the keys' last use in one transaction, taken only if the lock is free now.
+    tryCommit: (rows) => (rows.length === 0 ? 0 : repositories.tryTransaction(() => write(rows, false))?.value),
   }
 }
 
@@ -132,5 +137,10 @@ export class Writer implements LogSink {
     const added = this.spool().add(rows)
     this.metrics.logRowsSpooled += added
     return added
+  }
+
+  /** On a replica the spool is this node's own file, which no other writer shares: written at once. */
+  tryCommit(rows: RequestLogRow[]): number | undefined {
+    return this.replica ? this.commit(rows, false) : this.local.tryCommit(rows)
   }
 }

@@ -90,6 +90,8 @@ export class Metrics {
   logQueueDepth: () => number = () => 0
   logRowsWritten = 0
   logRowsDropped = 0
+  /** Log flushes put off by a few milliseconds because another connection held the write lock. */
+  logFlushesDeferred = 0
   /** Set by the background checkpointer (storage/client.ts). */
   walCheckpoints = 0
   walCheckpointPages = 0
@@ -156,6 +158,7 @@ export class Metrics {
     lines.push('# HELP router_log_queue_depth Request-log rows waiting to be written.', '# TYPE router_log_queue_depth gauge', `router_log_queue_depth ${this.logQueueDepth()}`)
     lines.push('# HELP router_log_rows_written_total Request-log rows written.', '# TYPE router_log_rows_written_total counter', `router_log_rows_written_total ${this.logRowsWritten}`)
     lines.push('# HELP router_log_rows_dropped_total Request-log rows that could not be written.', '# TYPE router_log_rows_dropped_total counter', `router_log_rows_dropped_total ${this.logRowsDropped}`)
+    lines.push('# HELP router_log_flushes_deferred_total Request-log flushes put off a few milliseconds because another connection held the database write lock (the serving thread does not wait for it).', '# TYPE router_log_flushes_deferred_total counter', `router_log_flushes_deferred_total ${this.logFlushesDeferred}`)
     lines.push('# HELP router_wal_checkpoints_total WAL checkpoints that copied pages, run off the serving thread.', '# TYPE router_wal_checkpoints_total counter', `router_wal_checkpoints_total ${this.walCheckpoints}`)
     lines.push('# HELP router_wal_checkpoint_pages_total Pages copied from the WAL into the database file.', '# TYPE router_wal_checkpoint_pages_total counter', `router_wal_checkpoint_pages_total ${this.walCheckpointPages}`)
     lines.push('# HELP router_snapshot_builds_total Rebuilds of the in-memory configuration snapshot.', '# TYPE router_snapshot_builds_total counter', `router_snapshot_builds_total ${this.snapshotBuilds()}`)

@@ -3,7 +3,7 @@ import { Database, type Statement } from 'bun:sqlite'
 import { is } from 'drizzle-orm'
 import { drizzle, type BunSQLiteDatabase } from 'drizzle-orm/bun-sqlite'
 import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'
-import { closeSync, mkdirSync, openSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync, statSync } from 'node:fs'
 import { dirname } from 'node:path'
 import * as schema from './schema'
 import { applyMigrations } from './migrations'
@@ -85,11 +85,15 @@ export interface Storage {
   startBackgroundCheckpoints(options: BackgroundCheckpointOptions): Promise<BackgroundCheckpoints>
   /**
    * For a long run of small write transactions (the log prune): this connection stops
-   * checkpointing on commit, so that a transaction's time is the time it holds the write lock, and
-   * the run copies the WAL itself between two transactions with `checkpoint()`. `end()` puts the
-   * connection back as it was.
+   * checkpointing on commit, so that a transaction's time is the time it holds the write lock.
+   * Between two transactions the run calls `checkpointIfLarge()`, which copies the WAL into the
+   * database only once the file has grown past `walLimitBytes` (default 64 MB); the connection's
+   * journal_size_limit truncates it back to that size when the log restarts. With the server
+   * running, its checkpointer thread keeps the WAL far below the limit, and the run adds no
+   * checkpoint (and no fsync) of its own. Without it (a CLI run alone), the WAL stays bounded.
+   * `end()` puts the connection back as it was.
    */
-  batchedWrites(): BatchedWrites
+  batchedWrites(walLimitBytes?: number): BatchedWrites
   masterKeyRecord: MasterKeyRecord
   close(): void
 }
@@ -101,10 +105,16 @@ export interface BackgroundCheckpointOptions {
 }
 
 export interface BatchedWrites {
-  /** A PASSIVE checkpoint: copies what it can of the WAL without waiting for any writer. */
-  checkpoint(): void
+  /** A PASSIVE checkpoint (it copies what it can, waiting for no writer) when the WAL is over 64 MB. */
+  checkpointIfLarge(): void
   end(): void
 }
+
+/** How long a statement waits for another connection's write lock before SQLITE_BUSY. */
+export const busyTimeoutMs = 5000
+
+/** The WAL size past which a run of batched writes checkpoints on its own. */
+const batchedWalLimitBytes = 64 * 1024 * 1024
 
 export interface BackgroundCheckpoints {
   /** Runs a last checkpoint, closes the worker's connection and ends the thread. */
@@ -136,7 +146,7 @@ export function openStorage(path: string, options: OpenOptions = {}): Storage {
   const sqlite = new Database(path, { create: true, strict: true })
   sqlite.exec('PRAGMA journal_mode = WAL')
   sqlite.exec('PRAGMA foreign_keys = ON')
-  sqlite.exec('PRAGMA busy_timeout = 5000')
+  sqlite.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
   sqlite.exec('PRAGMA synchronous = NORMAL')
   const db = drizzleOn(sqlite)
   if (options.migrate !== false) applyMigrations(db)
@@ -152,12 +162,26 @@ export function openStorage(path: string, options: OpenOptions = {}): Storage {
     configVersion: () => configQuery.get()?.version ?? 0,
     bumpConfigVersion: () => void bump.run(),
     startBackgroundCheckpoints: (options) => startCheckpointWorker(sqlite, path, options),
-    batchedWrites() {
+    batchedWrites(walLimitBytes = batchedWalLimitBytes) {
       const pages = sqlite.prepare<{ wal_autocheckpoint: number }, []>('PRAGMA wal_autocheckpoint').get()!.wal_autocheckpoint
+      const sizeLimit = sqlite.prepare<{ journal_size_limit: number }, []>('PRAGMA journal_size_limit').get()!.journal_size_limit
       sqlite.exec('PRAGMA wal_autocheckpoint = 0')
+      sqlite.exec(`PRAGMA journal_size_limit = ${Math.floor(walLimitBytes)}`)
+      const walSize = () => {
+        try {
+          return statSync(`${path}-wal`).size
+        } catch {
+          return 0
+        }
+      }
       return {
-        checkpoint: () => void sqlite.exec('PRAGMA wal_checkpoint(PASSIVE)'),
-        end: () => void sqlite.exec(`PRAGMA wal_autocheckpoint = ${pages}`),
+        checkpointIfLarge: () => {
+          if (walSize() > walLimitBytes) sqlite.exec('PRAGMA wal_checkpoint(PASSIVE)')
+        },
+        end: () => {
+          sqlite.exec(`PRAGMA wal_autocheckpoint = ${pages}`)
+          sqlite.exec(`PRAGMA journal_size_limit = ${sizeLimit}`)
+        },
       }
     },
     masterKeyRecord: createMasterKeyRecord(sqlite),
@@ -184,7 +208,7 @@ function openReadonly(path: string): Storage {
     // The primary checkpoints (LiteFS ships its pages); a read-only connection cannot.
     startBackgroundCheckpoints: async () => ({ stop: async () => {} }),
     // Nothing to batch: a read-only connection writes nothing.
-    batchedWrites: () => ({ checkpoint: () => {}, end: () => {} }),
+    batchedWrites: () => ({ checkpointIfLarge: () => {}, end: () => {} }),
     // The primary stored the check value; a replica compares with it and stores nothing.
     masterKeyRecord: { ...record, saveCheckValue: (value) => record.checkValue() ?? value },
     close: () => sqlite.close(),

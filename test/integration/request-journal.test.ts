@@ -335,6 +335,62 @@ describe('the request-log queue with its journal', () => {
     expect(readdirSync(fixture.journalDir)).toEqual([])
   })
 
+  test("while another connection holds the write lock the timer's flush does not wait for it: the rows stay journaled and go in once it is free", async () => {
+    using fixture = createFixture()
+    const metrics = new Metrics()
+    const queue = createRequestLogQueue(databaseLogSink(fixture.repositories, metrics), metrics, silentLogger)
+    queue.openJournal(fixture.journalDir)
+    const other = new Database(fixture.storage.sqlite.filename)
+    other.exec('BEGIN IMMEDIATE')
+    const rows = Array.from({ length: 3 }, () => row())
+    for (const logRow of rows) queue.push(entry(logRow))
+    queue.start(5)
+    // Were a flush to wait in SQLite's busy handler, this thread would sleep in it (up to 5 s) and
+    // then fail; it tries the lock, finds it taken and comes back after a millisecond instead.
+    const began = performance.now()
+    await Bun.sleep(60)
+    expect(performance.now() - began).toBeLessThan(1000)
+    expect(metrics.logFlushesDeferred).toBeGreaterThan(0)
+    expect(queue.depth()).toBe(3)
+    expect(total(fixture.journalRows())).toBe(3)
+    expect(fixture.rowIds()).toEqual([])
+
+    other.exec('COMMIT')
+    other.close()
+    await Bun.sleep(40)
+    expect(fixture.rowIds()).toEqual(rows.map((logRow) => logRow.id))
+    expect(queue.depth()).toBe(0)
+    expect(total(fixture.journalRows())).toBe(0)
+    expect(metrics.logRowsWritten).toBe(3)
+    queue.stop()
+  })
+
+  test('flush() (at stop, or asked for) waits for a lock another thread holds, and writes', async () => {
+    using fixture = createFixture()
+    const metrics = new Metrics()
+    const queue = createRequestLogQueue(databaseLogSink(fixture.repositories, metrics), metrics, silentLogger)
+    queue.openJournal(fixture.journalDir)
+    const worker = new Worker(new URL('../harness/write-lock-worker.ts', import.meta.url))
+    const messages: string[] = []
+    const held = new Promise<void>((resolve) => {
+      worker.onmessage = (event: MessageEvent<string>) => {
+        messages.push(event.data)
+        if (event.data === 'held') resolve()
+      }
+    })
+    worker.postMessage({ path: fixture.storage.sqlite.filename, holdMs: 150 })
+    await held
+    const rows = [row(), row()]
+    for (const logRow of rows) queue.push(entry(logRow))
+    queue.flush()
+    expect(fixture.rowIds()).toEqual(rows.map((logRow) => logRow.id))
+    expect(metrics.logFlushesDeferred).toBe(0)
+    queue.stop()
+    await Bun.sleep(10)
+    worker.terminate()
+    expect(messages).toEqual(['held', 'released'])
+  })
+
   test('a journal that cannot be written does not fail the push: the row is kept in memory and written with the next batch', () => {
     using fixture = createFixture()
     const errors: Record<string, unknown>[] = []

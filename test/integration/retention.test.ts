@@ -5,7 +5,7 @@
  * answers; the freed pages are reused. A bad value stops the start.
  */
 import { describe, expect, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { startTestServer, type TestServer } from '../harness/server'
@@ -98,6 +98,28 @@ describe('log-prune: request logs and captured bodies', () => {
     write('new', 0)
     expect(pragma('page_count')).toBeLessThanOrEqual(pagesFull)
     expect(pragma('freelist_count')).toBeLessThan(pagesFull / 10)
+  })
+
+  test("without the server's checkpointer (a CLI run alone) the WAL stays near its limit during a long prune", async () => {
+    await using server = await startTestServer({ RT_LOG_RETENTION_DAYS: '1' })
+    const padding = 'x'.repeat(400)
+    for (let chunk = 0; chunk < 20; chunk++) {
+      server.runtime.repositories.requestLogs.insertMany(Array.from({ length: 500 }, (_, index) => logRow(server, `old-${chunk}-${index}`, 2 * dayMs, { requestBody: padding })))
+    }
+    const sqlite = server.runtime.storage.sqlite
+    sqlite.exec('PRAGMA wal_checkpoint(TRUNCATE)')
+    const walBytes = () => statSync(`${server.runtime.config.dbPath}-wal`).size
+    const limit = 256 * 1024
+    let largest = 0
+    const result = await pruneLogs(server.runtime, () => (largest = Math.max(largest, walBytes())), { batch: 100, pauseMs: 0, walLimitBytes: limit, walCheckEvery: 1 })
+    expect(result.request_logs).toMatchObject({ deleted: 10_000 })
+    // Deleting 10,000 rows of about 600 bytes writes several MB of pages to the log; checkpointed
+    // as it passes the limit and truncated back when it restarts, it never holds much more.
+    expect(largest).toBeGreaterThan(0)
+    expect(largest).toBeLessThan(limit * 4)
+    // The connection is as it was: it checkpoints on commit again, with no size limit.
+    expect(sqlite.query('PRAGMA wal_autocheckpoint').get()).toEqual({ wal_autocheckpoint: 1000 })
+    expect(sqlite.query('PRAGMA journal_size_limit').get()).toEqual({ journal_size_limit: -1 })
   })
 
   test('a retention that is not a whole number of at least 1 stops the start, naming the variable', async () => {

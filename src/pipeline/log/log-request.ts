@@ -47,6 +47,13 @@ export interface RequestLogQueue {
 
 /** Segments replayed from disk per timer pass once the database works again (each is one flush window of rows). */
 const segmentsPerPass = 8
+/**
+ * While another connection holds the write lock (a job's transaction, the CLI), the timer's flush
+ * does not wait for it on the serving thread: it tries again after `deferredRetryMs`. Only after
+ * `longestDeferMs` of finding the lock taken does it wait, so the rows always get in.
+ */
+const deferredRetryMs = 1
+const longestDeferMs = 250
 
 /**
  * Rows are written in batches of about `batchSize`: large enough that a commit costs little per
@@ -65,6 +72,8 @@ export function createRequestLogQueue(sink: LogSink, metrics: Metrics, logger: L
   let journalFailing = false
   let timer: ReturnType<typeof setInterval> | undefined
   let scheduled = false
+  /** When the timer's flush first found the write lock taken (undefined: it did not, or it got in since). */
+  let deferredSince: number | undefined
 
   /**
    * Writes rows through the sink (the writer seam: this database on the primary, the spool on a
@@ -98,7 +107,27 @@ export function createRequestLogQueue(sink: LogSink, metrics: Metrics, logger: L
     }
   }
 
-  const flush = () => {
+  /**
+   * Commits the batch. `wait` false (the timer's and a full batch's flush): if the write lock is
+   * taken, nothing is written and false is returned, unless it has been taken for `longestDeferMs`.
+   */
+  const commitBatch = (rows: RequestLogRow[], wait: boolean): boolean => {
+    const now = performance.now()
+    if (wait || (deferredSince !== undefined && now - deferredSince >= longestDeferMs)) {
+      commit(rows, false)
+      deferredSince = undefined
+      return true
+    }
+    if (rows.length > 0 && sink.tryCommit(rows) === undefined) {
+      deferredSince ??= now
+      metrics.logFlushesDeferred++
+      return false
+    }
+    deferredSince = undefined
+    return true
+  }
+
+  const flush = (wait = true) => {
     scheduled = false
     if (journal) {
       try {
@@ -117,8 +146,9 @@ export function createRequestLogQueue(sink: LogSink, metrics: Metrics, logger: L
       const rows: RequestLogRow[] = []
       for (const entry of fromJournal) rows.push(entry.logRow())
       for (const entry of fromMemory) rows.push(entry.logRow())
+      let written: boolean
       try {
-        commit(rows, false)
+        written = commitBatch(rows, wait)
       } catch (error) {
         journaled = fromJournal
         inMemoryOnly = fromMemory
@@ -142,6 +172,17 @@ export function createRequestLogQueue(sink: LogSink, metrics: Metrics, logger: L
         logger.error('request_log_flush_failed', { rows: rows.length, error: error instanceof Error ? error.message : String(error) })
         return
       }
+      if (!written) {
+        // The lock is another connection's for now: the same rows, a little later, off this turn.
+        journaled = fromJournal.concat(journaled)
+        inMemoryOnly = fromMemory.concat(inMemoryOnly)
+        sealed = segments.concat(sealed)
+        if (!scheduled) {
+          scheduled = true
+          setTimeout(flushSoon, deferredRetryMs)
+        }
+        return
+      }
       // Only now, with the rows committed: a crash before this line replays the segments at the next
       // start, and the replay skips the rows already there.
       try {
@@ -159,6 +200,9 @@ export function createRequestLogQueue(sink: LogSink, metrics: Metrics, logger: L
     }
   }
 
+  /** The timer's and a full batch's flush: on the serving thread, so it never waits for the write lock. */
+  const flushSoon = () => flush(false)
+
   const queueApi: RequestLogQueue = {
     push(entry) {
       if (journal) {
@@ -175,14 +219,14 @@ export function createRequestLogQueue(sink: LogSink, metrics: Metrics, logger: L
       } else inMemoryOnly.push(entry)
       if (journaled.length + inMemoryOnly.length >= batchSize && !scheduled) {
         scheduled = true
-        setImmediate(flush)
+        setImmediate(flushSoon)
       }
     },
-    flush,
+    flush: () => flush(true),
     depth: () => journaled.length + inMemoryOnly.length,
     start(intervalMs = 50) {
       if (timer) return
-      timer = setInterval(flush, intervalMs)
+      timer = setInterval(flushSoon, intervalMs)
       timer.unref?.()
     },
     stop() {

@@ -28,6 +28,9 @@ export interface PruneOptions {
   batch?: number
   /** The pause between two transactions, ms, in which other writers take the lock. */
   pauseMs?: number
+  /** The WAL size past which the run checkpoints on its own (storage batchedWrites), and how often it looks. */
+  walLimitBytes?: number
+  walCheckEvery?: number
 }
 
 /**
@@ -39,8 +42,8 @@ const targetMs = 0.5
 const pauseMs = 3
 const smallest = 16
 const largest = 4096
-/** A PASSIVE checkpoint every this many transactions, between two of them. */
-const checkpointEvery = 32
+/** How often (in transactions) the run looks at the WAL's size, to checkpoint it if it grew large. */
+const walCheckEvery = 32
 
 /**
  * Runs `step` (one transaction that handles at most `limit` items) until it handles fewer than it
@@ -48,7 +51,7 @@ const checkpointEvery = 32
  * that took over twice the target time and doubled after one that took under half of it.
  */
 async function inBatches(runtime: Runtime, step: (limit: number) => number, options: PruneOptions, onBatch: (done: number) => void): Promise<number> {
-  const writes = runtime.storage.batchedWrites()
+  const writes = runtime.storage.batchedWrites(options.walLimitBytes)
   let limit = options.batch ?? 64
   let total = 0
   try {
@@ -63,11 +66,11 @@ async function inBatches(runtime: Runtime, step: (limit: number) => number, opti
         if (tookMs > targetMs * 2) limit = Math.max(smallest, limit >> 1)
         else if (tookMs < targetMs / 2) limit = Math.min(largest, limit << 1)
       }
-      if (transactions % checkpointEvery === 0) writes.checkpoint()
+      if (transactions % (options.walCheckEvery ?? walCheckEvery) === 0) writes.checkpointIfLarge()
       await Bun.sleep(options.pauseMs ?? pauseMs)
     }
   } finally {
-    writes.checkpoint()
+    writes.checkpointIfLarge()
     writes.end()
   }
 }

@@ -1,5 +1,5 @@
 /** The storage layer's write and read surface: every write goes through these repositories. */
-import type { Storage } from '../client'
+import { busyTimeoutMs, type Storage } from '../client'
 import { createWorkspaceRepository } from './workspaces'
 import { createProviderKeyRepository } from './provider-keys'
 import { createInferenceKeyRepository } from './inference-keys'
@@ -24,6 +24,12 @@ export interface Repositories {
    * the database: a write it already heard of was rolled back.
    */
   transaction<T>(write: () => T): T
+  /**
+   * Runs `write` in one transaction if the write lock is free now; undefined, having done nothing,
+   * if another connection holds it. For the serving thread's log flush, which must not sleep in
+   * SQLite's busy handler (1, 2, 5 … ms) while a job's transaction runs: it tries again shortly.
+   */
+  tryTransaction<T>(write: () => T): { value: T } | undefined
 }
 
 /**
@@ -50,6 +56,27 @@ export function createRepositories(storage: Storage, onWrite: (change?: ConfigCh
     jobLeases: createJobLeaseRepository(storage.db),
     // Not configuration: an event changes nothing a request reads.
     auditEvents: createAuditEventRepository(storage.db),
+    tryTransaction(write) {
+      const sqlite = storage.sqlite
+      if (sqlite.inTransaction) return { value: sqlite.transaction(write)() }
+      sqlite.exec('PRAGMA busy_timeout = 0')
+      try {
+        sqlite.exec('BEGIN IMMEDIATE')
+      } catch (error) {
+        if ((error as { code?: unknown }).code === 'SQLITE_BUSY') return undefined
+        throw error
+      } finally {
+        sqlite.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
+      }
+      try {
+        const value = write()
+        sqlite.exec('COMMIT')
+        return { value }
+      } catch (error) {
+        if (sqlite.inTransaction) sqlite.exec('ROLLBACK')
+        throw error
+      }
+    },
     transaction(write) {
       try {
         // IMMEDIATE: the write lock is taken (waiting out other writers) before the rule's first read.
