@@ -12,8 +12,7 @@ import type { Config } from '../config/env'
 import { managementAuth } from './admin/auth'
 import { managementCaller, readManagementJson } from './admin/index'
 import { accountSnapshot } from '../management/account'
-import { usageCosts, type PriceOf } from '../management/usage'
-import { spellingFor } from '../gateways/model-catalog'
+import { usageCosts } from '../management/usage'
 import { modelMap } from '../management/model-map'
 import type { Actor } from '../management/context'
 import { operationList } from '../management/operations'
@@ -42,16 +41,11 @@ function dashboardApiRoutes(deps: AppDeps) {
     .use(managementAuth(deps))
     // Who signed in: the workspace and whether the key may write (a read-only key sees no write control).
     .get('/session', ({ actor }) => data({ workspace: accountSnapshot(deps, actor).workspace, read_only: actor.readOnly }), hidden)
-    // Tokens and estimated cost by model and gateway, for the usage page's filters.
+    // Tokens and the recorded cost by model and gateway, for the usage page's filters.
     .get('/usage/costs', async ({ actor, request }) => {
       const search = new URL(request.url).searchParams
       const ids = search.getAll('api_key_id')
-      const priceOf: PriceOf = (gateway, model) => {
-        const catalog = deps.snapshots.current().catalogs.get(gateway)
-        const spelled = catalog && spellingFor(catalog, model)
-        return spelled ? catalog.prices.get(spelled) : undefined
-      }
-      return data(await usageCosts(deps, actor, { range: search.get('range') ?? undefined, api_key_id: ids.length ? ids : undefined }, priceOf))
+      return data(await usageCosts(deps, actor, { range: search.get('range') ?? undefined, api_key_id: ids.length ? ids : undefined }))
     }, hidden)
   for (const operation of operationList) {
     const binding = operation.dashboard

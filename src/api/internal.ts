@@ -25,7 +25,7 @@ function secretMatches(given: string | undefined, expected: string | undefined):
 }
 
 const textFields = ['keyId', 'gateway', 'providerKeyId', 'model', 'upstreamModel', 'errorCode', 'attemptPath', 'stageTimings', 'clientIp', 'requestBody', 'enrichment'] as const
-const numberFields = ['overheadMs', 'ttfbMs', 'inputTokens', 'outputTokens'] as const
+const numberFields = ['overheadMs', 'ttfbMs', 'inputTokens', 'outputTokens', 'costUsd'] as const
 
 /** The row as the log queue built it, or why not (the index and field named). */
 function checkRow(value: unknown, index: number): RequestLogRow | string {

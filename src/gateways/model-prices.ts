@@ -1,7 +1,9 @@
 /**
  * Model prices as a gateway's catalog lists them (CONTRACT §9 "Prices"): `pricing.prompt` and
- * `pricing.completion` of a model object, USD per token, a string or a number (OpenRouter's form).
- * A missing, negative (OpenRouter's "variable") or unreadable price is unknown — never zero.
+ * `pricing.completion` of a model object, USD per token, a string or a number (OpenRouter's form),
+ * and `pricing.input_cache_read` (OpenRouter's name), the price of a prompt token read from the
+ * provider's prompt cache. A missing, negative (OpenRouter's "variable") or unreadable price is
+ * unknown — never zero.
  */
 
 export interface ModelPricing {
@@ -9,6 +11,8 @@ export interface ModelPricing {
   prompt: number | undefined
   /** USD per completion token; undefined when the catalog does not say. */
   completion: number | undefined
+  /** USD per cached prompt token; undefined when not listed (cached tokens are then priced as prompt tokens). */
+  cacheRead?: number | undefined
 }
 
 function usdPerToken(value: unknown): number | undefined {
@@ -23,7 +27,9 @@ export function readModelPricing(object: unknown): ModelPricing | undefined {
   if (typeof pricing !== 'object' || pricing === null) return undefined
   const prompt = usdPerToken((pricing as { prompt?: unknown }).prompt)
   const completion = usdPerToken((pricing as { completion?: unknown }).completion)
-  return prompt === undefined && completion === undefined ? undefined : { prompt, completion }
+  if (prompt === undefined && completion === undefined) return undefined
+  const cacheRead = usdPerToken((pricing as { input_cache_read?: unknown }).input_cache_read)
+  return cacheRead === undefined ? { prompt, completion } : { prompt, completion, cacheRead }
 }
 
 /** A stored model object (JSON text) → its prices. */
@@ -33,4 +39,40 @@ export function pricingOfStoredObject(text: string): ModelPricing | undefined {
   } catch {
     return undefined
   }
+}
+
+/** Token counts an answer reported (usage), as the cost needs them. */
+export interface ReportedUsage {
+  /** Prompt tokens in all, cached ones included (as the OpenAI-style `usage` counts them). */
+  input: number | undefined
+  /** Completion tokens, reasoning included. */
+  output: number | undefined
+  /** Of the prompt tokens, those read from the prompt cache. */
+  cachedInput: number | undefined
+}
+
+const microUsd = 1e12
+
+/**
+ * What an answer cost in USD (CONTRACT §11), from the prices listed for the model on the gateway
+ * that answered: prompt tokens at the prompt price, the cached ones among them at the cache-read
+ * price where one is listed, completion tokens (reasoning included) at the completion price.
+ * Undefined when a side that was used has no listed price: unknown, never counted as 0. Rounded to
+ * a millionth of a micro-dollar so sums of many rows do not drift.
+ */
+export function costOf(usage: ReportedUsage, pricing: ModelPricing | undefined): number | undefined {
+  const input = usage.input ?? 0
+  const output = usage.output ?? 0
+  const cached = Math.min(usage.cachedInput ?? 0, input)
+  let cost = 0
+  if (input > 0) {
+    if (pricing?.prompt === undefined) return undefined
+    const cachedPrice = pricing.cacheRead ?? pricing.prompt
+    cost += (input - cached) * pricing.prompt + cached * cachedPrice
+  }
+  if (output > 0) {
+    if (pricing?.completion === undefined) return undefined
+    cost += output * pricing.completion
+  }
+  return Math.round(cost * microUsd) / microUsd
 }

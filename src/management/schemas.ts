@@ -219,6 +219,8 @@ export const UsageSummaryOutput = Type.Object({
   avgLatency: Type.Number({ description: 'Milliseconds; 0 without requests.' }),
   avgOverhead: Type.Number({ description: "Milliseconds of the router's own time; 0 when no request has it." }),
   models: Type.Integer({ description: 'Distinct models requested.' }),
+  cost_usd: Type.Number({ description: 'USD, the known costs of the requests summed (CONTRACT §11): listed prices of the model on the gateway that answered.' }),
+  unpriced_requests: Type.Integer({ description: 'Requests whose cost is unknown (the model lists no price): not counted in cost_usd, never as $0.' }),
 })
 
 export const UsageSeriesItemOutput = Type.Object({
@@ -229,7 +231,12 @@ export const UsageSeriesItemOutput = Type.Object({
   avgOverhead: Nullable(Type.Number({ description: 'Milliseconds; null when no request of the bucket has it.' })),
 })
 
-export const UsageBreakdownItemOutput = Type.Object({ name: Type.String({ description: 'A model id or a gateway slug.' }), requests: Type.Integer() })
+export const UsageBreakdownItemOutput = Type.Object({
+  name: Type.String({ description: 'A model id or a gateway slug.' }),
+  requests: Type.Integer(),
+  cost_usd: Type.Number({ description: "USD, the known costs of this name's requests summed." }),
+  unpriced_requests: Type.Integer({ description: 'Of its requests, those whose cost is unknown.' }),
+})
 
 /** SPEC "Account snapshot"; member e-mails never appear. */
 export const AccountOutput = Type.Object({

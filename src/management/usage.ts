@@ -49,6 +49,8 @@ function buildFilter(deps: ManagementDeps, actor: Actor, query: UsageQueryInput)
 }
 
 const round = (value: number | null) => (value === null ? null : Math.round(value * 100) / 100)
+/** USD to a billionth of a dollar: per-request costs are often millionths. */
+export const roundUsd = (value: number) => Math.round(value * 1e9) / 1e9
 
 export async function usageSummary(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
   const { filter } = buildFilter(deps, actor, query)
@@ -62,6 +64,9 @@ export async function usageSummary(deps: ManagementDeps, actor: Actor, query: Us
     avgLatency: round(row.avgLatency) ?? 0,
     avgOverhead: round(row.avgOverhead) ?? 0,
     models: row.models,
+    // Known costs summed; requests whose cost is unknown (an unpriced model) are counted, never priced at $0.
+    cost_usd: roundUsd(row.costUsd),
+    unpriced_requests: row.unpriced,
   }
 }
 
@@ -85,44 +90,32 @@ export async function usageSeries(deps: ManagementDeps, actor: Actor, query: Usa
 export async function usageBreakdown(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
   if (query.by !== 'model' && query.by !== 'gateway') throw badRequest("Invalid by: expected 'model' or 'gateway'.")
   const { filter } = buildFilter(deps, actor, query)
-  return (await deps.usage.breakdown(filter, query.by, 12)).map((row) => ({ name: row.name, requests: row.requests }))
+  return (await deps.usage.breakdown(filter, query.by, 12)).map((row) => ({ name: row.name, requests: row.requests, cost_usd: roundUsd(row.costUsd), unpriced_requests: row.unpriced }))
 }
 
-/** A model's listed prices at a gateway, USD per token (undefined: the catalog lists none). */
-export type PriceOf = (gateway: string, model: string) => { prompt: number | undefined; completion: number | undefined } | undefined
-
 /**
- * Tokens and cost by model and gateway (the dashboard). The cost is estimated from the prices the
- * gateway's catalog lists for the requested model (a remapped request is priced at the model asked
- * for); where it lists none for a side that was used, or the requests reported no tokens, the row's
- * cost is unknown (null), never zero, and the total counts the known rows only.
+ * Tokens and cost by model and gateway (the dashboard): the costs recorded on the request-log rows
+ * (CONTRACT §11), the same numbers as the usage summary's. A group with requests of unknown cost
+ * counts them in `unpriced_requests`; its `cost_usd` is null when none of its requests was priced.
  */
-export async function usageCosts(deps: ManagementDeps, actor: Actor, query: UsageQueryInput, priceOf: PriceOf) {
+export async function usageCosts(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
   const { filter } = buildFilter(deps, actor, query)
-  const rows = (await deps.usage.tokens(filter)).map((row) => {
-    const price = row.gateway && row.model ? priceOf(row.gateway, row.model) : undefined
-    const known = (tokens: number, perToken: number | undefined) => (tokens === 0 ? 0 : perToken === undefined ? undefined : tokens * perToken)
-    // Requests that reported no tokens at all cost an unknown amount, not nothing.
-    const reported = row.inputTokens + row.outputTokens > 0 || row.requests === 0
-    const input = reported ? known(row.inputTokens, price?.prompt) : undefined
-    const output = known(row.outputTokens, price?.completion)
-    return {
-      model: row.model || null,
-      gateway: row.gateway || null,
-      requests: row.requests,
-      input_tokens: row.inputTokens,
-      output_tokens: row.outputTokens,
-      cost_usd: input === undefined || output === undefined ? null : Math.round((input + output) * 1e6) / 1e6,
-    }
-  })
-  const priced = rows.filter((row) => row.cost_usd !== null)
+  const rows = (await deps.usage.tokens(filter)).map((row) => ({
+    model: row.model || null,
+    gateway: row.gateway || null,
+    requests: row.requests,
+    input_tokens: row.inputTokens,
+    output_tokens: row.outputTokens,
+    cost_usd: row.unpriced === row.requests && row.requests > 0 ? null : roundUsd(row.costUsd),
+    unpriced_requests: row.unpriced,
+  }))
   return {
     rows,
     totals: {
       input_tokens: rows.reduce((sum, row) => sum + row.input_tokens, 0),
       output_tokens: rows.reduce((sum, row) => sum + row.output_tokens, 0),
-      cost_usd: Math.round(priced.reduce((sum, row) => sum + row.cost_usd!, 0) * 1e6) / 1e6,
-      unpriced_requests: rows.filter((row) => row.cost_usd === null).reduce((sum, row) => sum + row.requests, 0),
+      cost_usd: roundUsd(rows.reduce((sum, row) => sum + (row.cost_usd ?? 0), 0)),
+      unpriced_requests: rows.reduce((sum, row) => sum + row.unpriced_requests, 0),
     },
   }
 }

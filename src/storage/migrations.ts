@@ -21,6 +21,7 @@ import m0008 from '../../db/migrations/0008_light_wong.sql' with { type: 'text' 
 import m0009 from '../../db/migrations/0009_daffy_outlaw_kid.sql' with { type: 'text' }
 import m0010 from '../../db/migrations/0010_wise_whizzer.sql' with { type: 'text' }
 import m0011 from '../../db/migrations/0011_clear_wolf_cub.sql' with { type: 'text' }
+import m0012 from '../../db/migrations/0012_silky_miek.sql' with { type: 'text' }
 
 /** Each migration's SQL by its journal tag. */
 export const migrationTexts: Readonly<Record<string, string>> = {
@@ -36,6 +37,7 @@ export const migrationTexts: Readonly<Record<string, string>> = {
   '0009_daffy_outlaw_kid': m0009,
   '0010_wise_whizzer': m0010,
   '0011_clear_wolf_cub': m0011,
+  '0012_silky_miek': m0012,
 }
 
 /** What drizzle's migrator applies, one entry per journal entry (drizzle-orm/migrator's MigrationMeta). */

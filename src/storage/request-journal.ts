@@ -49,9 +49,12 @@ const openInstances = new Set<string>()
  * request_logs column order (`fields`): a text as `u32 byte length` + UTF-8, a number as `f64`, the
  * stream flag as `u8`. Until the length is written the record reads as the end of the segment.
  */
-const recordVersion = 3
-/** Records of version 2 (before the enrichment column) are still read: a journal left by the previous build. */
-const previousRecordVersion = 2
+const recordVersion = 4
+/**
+ * Records of earlier versions are still read (a journal left by a previous build): version 3 ends
+ * before the cost column, version 2 before the enrichment column too. Their missing fields are null.
+ */
+const fieldsOfVersion = (version: number) => (version === recordVersion ? fields : version === 3 ? fields.slice(0, -1) : version === 2 ? fields.slice(0, -2) : undefined)
 const headerBytes = 9
 /** Texts up to this length are copied by the ASCII loop when they are ASCII. */
 const shortText = 128
@@ -116,6 +119,7 @@ const fields: readonly (readonly [keyof RequestLogRow, Field])[] = [
   ['clientIp', Field.OptionalText],
   ['requestBody', Field.OptionalText],
   ['enrichment', Field.OptionalText],
+  ['costUsd', Field.OptionalNumber],
 ]
 
 /** Bytes a record takes at most, for texts of `textUnits` UTF-16 units in all (three bytes each at most). */
@@ -272,8 +276,9 @@ export function encodeRecord(entry: JournalEntry | RequestLogRow): Buffer {
 /** A record back into a row; undefined unless it is one whole record of this version, to its last byte. */
 export function decodeRecord(record: Uint8Array): RequestLogRow | undefined {
   const bytes = Buffer.isBuffer(record) ? record : Buffer.from(record.buffer, record.byteOffset, record.byteLength)
-  if (bytes.length < headerBytes || bytes.readUInt32LE(0) !== bytes.length || (bytes[4] !== recordVersion && bytes[4] !== previousRecordVersion)) return undefined
-  const readFields = bytes[4] === recordVersion ? fields : fields.slice(0, -1)
+  if (bytes.length < headerBytes || bytes.readUInt32LE(0) !== bytes.length) return undefined
+  const readFields = fieldsOfVersion(bytes[4]!)
+  if (readFields === undefined) return undefined
   const nulls = bytes.readUInt32LE(5)
   const row: Record<string, unknown> = {}
   let at = headerBytes
@@ -318,7 +323,7 @@ export function decodeRecord(record: Uint8Array): RequestLogRow | undefined {
     return undefined
   }
   if (at !== bytes.length) return undefined
-  if (readFields !== fields) row.enrichment = null
+  for (const [name] of fields.slice(readFields.length)) row[name] = null
   return row as unknown as RequestLogRow
 }
 

@@ -213,17 +213,11 @@ describe('dashboard api', () => {
     expect((await overview(other.management_key)).management_keys).toHaveLength(1)
   })
 
-  test('usage costs: tokens by model and gateway, cost from the listed prices, unknown (null) where none is listed, never zero', async () => {
+  test('usage costs: tokens and the recorded cost by model and gateway; requests of unknown cost counted apart, never as $0', async () => {
     await using server = await startTestServer()
     const key = await createInferenceKey(server, { name: 'costed' })
-    server.runtime.repositories.gatewayCatalogs.replaceCatalog('openai', Date.now(), [
-      { modelId: 'gpt-4o-mini', canonicalId: 'openai/gpt-4o-mini', object: JSON.stringify({ id: 'gpt-4o-mini', pricing: { prompt: '0.000001', completion: '0.000002' } }) },
-      { modelId: 'gpt-4.1', canonicalId: 'openai/gpt-4.1', object: JSON.stringify({ id: 'gpt-4.1', pricing: { prompt: '0.000002', completion: '0.000008' } }) },
-    ])
-    // The catalog's write reaches the snapshot the prices are read from.
-    await server.runtime.snapshots.fresh()
     const now = Date.now()
-    const row = (index: number, model: string, gateway: string, inputTokens: number | null, outputTokens: number | null) => ({
+    const row = (index: number, model: string, gateway: string, inputTokens: number | null, outputTokens: number | null, costUsd: number | null) => ({
       id: `cost-${index}`,
       workspaceId: server.workspaceId,
       keyId: key.id,
@@ -237,23 +231,34 @@ describe('dashboard api', () => {
       attempts: 1,
       inputTokens,
       outputTokens,
+      costUsd,
     })
+    // Costs as the requests' finish recorded them (test/integration/cost.test.ts checks that arithmetic).
     server.runtime.repositories.requestLogs.insertMany([
-      row(0, 'openai/gpt-4o-mini', 'openai', 1000, 500),
-      row(1, 'openai/gpt-4o-mini', 'openai', 3000, 1500),
-      row(2, 'meta-llama/llama-3.1-8b', 'groq', 200, 100),
-      row(3, 'openai/gpt-4o-mini', 'openai', null, null),
-      // Priced, but its requests reported no tokens: unknown, not $0.
-      row(4, 'openai/gpt-4.1', 'openai', null, null),
+      row(0, 'openai/gpt-4o-mini', 'openai', 1000, 500, 0.002),
+      row(1, 'openai/gpt-4o-mini', 'openai', 3000, 1500, 0.006),
+      row(2, 'meta-llama/llama-3.1-8b', 'groq', 200, 100, null),
+      // A success that reported no tokens: unknown, not $0.
+      row(3, 'openai/gpt-4o-mini', 'openai', null, null, null),
+      row(4, 'openai/gpt-4.1', 'openai', null, null, null),
     ])
     const answer = await call(server, 'GET', '/dashboard/api/usage/costs?range=24h', server.managementKey)
     expect(answer.status).toBe(200)
     expect(answer.body.data.rows).toEqual([
-      { model: 'openai/gpt-4o-mini', gateway: 'openai', requests: 3, input_tokens: 4000, output_tokens: 2000, cost_usd: 0.008 },
-      { model: 'meta-llama/llama-3.1-8b', gateway: 'groq', requests: 1, input_tokens: 200, output_tokens: 100, cost_usd: null },
-      { model: 'openai/gpt-4.1', gateway: 'openai', requests: 1, input_tokens: 0, output_tokens: 0, cost_usd: null },
+      { model: 'openai/gpt-4o-mini', gateway: 'openai', requests: 3, input_tokens: 4000, output_tokens: 2000, cost_usd: 0.008, unpriced_requests: 1 },
+      { model: 'meta-llama/llama-3.1-8b', gateway: 'groq', requests: 1, input_tokens: 200, output_tokens: 100, cost_usd: null, unpriced_requests: 1 },
+      { model: 'openai/gpt-4.1', gateway: 'openai', requests: 1, input_tokens: 0, output_tokens: 0, cost_usd: null, unpriced_requests: 1 },
     ])
-    expect(answer.body.data.totals).toEqual({ input_tokens: 4200, output_tokens: 2100, cost_usd: 0.008, unpriced_requests: 2 })
+    expect(answer.body.data.totals).toEqual({ input_tokens: 4200, output_tokens: 2100, cost_usd: 0.008, unpriced_requests: 3 })
+    // The usage summary and breakdown report the same numbers.
+    const summary = await call(server, 'GET', '/api/v1/usage/summary?range=24h', server.managementKey)
+    expect(summary.body.data).toMatchObject({ requests: 5, cost_usd: 0.008, unpriced_requests: 3 })
+    const byModel = await call(server, 'GET', '/api/v1/usage/breakdown?range=24h&by=model', server.managementKey)
+    expect(byModel.body.data).toEqual([
+      { name: 'openai/gpt-4o-mini', requests: 3, cost_usd: 0.008, unpriced_requests: 1 },
+      { name: 'meta-llama/llama-3.1-8b', requests: 1, cost_usd: 0, unpriced_requests: 1 },
+      { name: 'openai/gpt-4.1', requests: 1, cost_usd: 0, unpriced_requests: 1 },
+    ])
     // The key filter and its checks are the usage API's.
     expect((await call(server, 'GET', `/dashboard/api/usage/costs?range=24h&api_key_id=${crypto.randomUUID()}`, server.managementKey)).status).toBe(404)
     expect((await call(server, 'GET', '/dashboard/api/usage/costs', null)).status).toBe(401)

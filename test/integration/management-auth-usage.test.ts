@@ -321,7 +321,7 @@ describe('usage', () => {
   }
 
   function expectSummary(summary: Record<string, unknown>, rows: RequestLogRow[]) {
-    expect(Object.keys(summary).sort()).toEqual(['avgLatency', 'avgOverhead', 'errorRate', 'errors', 'models', 'requests'])
+    expect(Object.keys(summary).sort()).toEqual(['avgLatency', 'avgOverhead', 'cost_usd', 'errorRate', 'errors', 'models', 'requests', 'unpriced_requests'])
     for (const value of Object.values(summary)) expect(typeof value).toBe('number')
     const errors = rows.filter((row) => row.status >= 400).length
     expect(summary.requests).toBe(rows.length)
@@ -409,33 +409,33 @@ describe('usage', () => {
     for (const item of response.body.data) expect(item).toMatchObject({ requests: 0, errors: 0, avgLatency: null, avgOverhead: null })
   })
 
-  test('breakdown by model and by gateway: {name, requests}, ordered by count, range-filtered', async () => {
+  test('breakdown by model and by gateway: {name, requests, cost_usd, unpriced_requests}, ordered by count, range-filtered', async () => {
     const fixture = await seeded()
     await using server = fixture.server
     const byModel = await server.call('GET', '/api/v1/usage/breakdown?by=model&range=24h')
     expect(byModel.status).toBe(200)
     expect(byModel.body.data).toEqual([
-      { name: 'vendor/a', requests: 5 },
-      { name: 'vendor/b', requests: 2 },
-      { name: 'vendor/c', requests: 1 },
+      { name: 'vendor/a', requests: 5, cost_usd: 0, unpriced_requests: 5 },
+      { name: 'vendor/b', requests: 2, cost_usd: 0, unpriced_requests: 2 },
+      { name: 'vendor/c', requests: 1, cost_usd: 0, unpriced_requests: 1 },
     ])
     const byGateway = await server.call('GET', '/api/v1/usage/breakdown?by=gateway&range=24h')
     expect(byGateway.body.data).toEqual([
-      { name: 'gw-1', requests: 5 },
-      { name: 'gw-2', requests: 3 },
+      { name: 'gw-1', requests: 5, cost_usd: 0, unpriced_requests: 5 },
+      { name: 'gw-2', requests: 3, cost_usd: 0, unpriced_requests: 3 },
     ])
     const monthGateways = await server.call('GET', '/api/v1/usage/breakdown?by=gateway&range=30d')
     expect(monthGateways.body.data).toEqual([
-      { name: 'gw-1', requests: 5 },
-      { name: 'gw-2', requests: 3 },
-      { name: 'gw-3', requests: 2 },
-      { name: 'gw-4', requests: 1 },
+      { name: 'gw-1', requests: 5, cost_usd: 0, unpriced_requests: 5 },
+      { name: 'gw-2', requests: 3, cost_usd: 0, unpriced_requests: 3 },
+      { name: 'gw-3', requests: 2, cost_usd: 0, unpriced_requests: 2 },
+      { name: 'gw-4', requests: 1, cost_usd: 0, unpriced_requests: 1 },
     ])
     const defaultRange = await server.call('GET', '/api/v1/usage/breakdown?by=gateway')
     expect(defaultRange.body.data).toEqual([
-      { name: 'gw-1', requests: 5 },
-      { name: 'gw-2', requests: 3 },
-      { name: 'gw-3', requests: 2 },
+      { name: 'gw-1', requests: 5, cost_usd: 0, unpriced_requests: 5 },
+      { name: 'gw-2', requests: 3, cost_usd: 0, unpriced_requests: 3 },
+      { name: 'gw-3', requests: 2, cost_usd: 0, unpriced_requests: 2 },
     ])
   })
 
@@ -450,12 +450,13 @@ describe('usage', () => {
       }
     }
     server.runtime.repositories.requestLogs.insertMany(rows)
-    const expected = Array.from({ length: 12 }, (_, index) => ({ name: `model-${String(index + 1).padStart(2, '0')}`, requests: 15 - index }))
+    // The rows carry no cost: each counted as unpriced, none as $0.
+    const expected = Array.from({ length: 12 }, (_, index) => ({ name: `model-${String(index + 1).padStart(2, '0')}`, requests: 15 - index, cost_usd: 0, unpriced_requests: 15 - index }))
     const byModel = await server.call('GET', '/api/v1/usage/breakdown?by=model')
     expect(byModel.status).toBe(200)
     expect(byModel.body.data).toEqual(expected)
     const byGateway = await server.call('GET', '/api/v1/usage/breakdown?by=gateway&range=24h')
-    expect(byGateway.body.data).toEqual(expected.map((item, index) => ({ name: `gw-${index + 1}`, requests: item.requests })))
+    expect(byGateway.body.data).toEqual(expected.map((item, index) => ({ ...item, name: `gw-${index + 1}` })))
   })
 
   test('breakdown without a valid `by` gives 400', async () => {
@@ -489,8 +490,8 @@ describe('usage', () => {
 
     const breakdown = await server.call('GET', `/api/v1/usage/breakdown?by=model&range=24h&api_key_id=${keyOne.id}`)
     expect(breakdown.body.data).toEqual([
-      { name: 'vendor/a', requests: 3 },
-      { name: 'vendor/b', requests: 1 },
+      { name: 'vendor/a', requests: 3, cost_usd: 0, unpriced_requests: 3 },
+      { name: 'vendor/b', requests: 1, cost_usd: 0, unpriced_requests: 1 },
     ])
   })
 
@@ -529,7 +530,7 @@ describe('usage', () => {
     const summary = await server.call('GET', '/api/v1/usage/summary?range=24h', undefined, other.management_key)
     expect(summary.body.data).toMatchObject({ requests: 1, errors: 0, errorRate: 0, avgLatency: 5, avgOverhead: 5, models: 1 })
     const breakdown = await server.call('GET', '/api/v1/usage/breakdown?by=gateway', undefined, other.management_key)
-    expect(breakdown.body.data).toEqual([{ name: 'gw-foreign', requests: 1 }])
+    expect(breakdown.body.data).toEqual([{ name: 'gw-foreign', requests: 1, cost_usd: 0, unpriced_requests: 1 }])
   })
 })
 

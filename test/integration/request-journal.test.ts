@@ -110,6 +110,7 @@ function row(values: Partial<RequestLogRow> = {}): RequestLogRow {
     clientIp: null,
     requestBody: null,
     enrichment: null,
+    costUsd: 0.000123,
     ...values,
   }
 }
@@ -132,18 +133,28 @@ describe('the journal record', () => {
     }
   })
 
-  test("an enrichment record (what a tool loop did) comes back as written; a record of the previous version, before that column, still reads", () => {
+  test('an enrichment record (what a tool loop did) and a cost come back as written; records of the versions before those columns still read', () => {
     const enriched = row({ enrichment: JSON.stringify({ mcp: { rounds: 2, calls: [{ name: 'add', server: 's-1', ms: 3.25, ok: true }] } }) })
     expect(decodeRecord(encodeRecord(enriched))).toEqual(enriched)
-    // Version 2 wrote the same fields without the last one: a version-3 record without enrichment, relabelled.
-    const plain = row()
-    const previous = Buffer.from(encodeRecord(plain))
-    previous[4] = 2
-    expect(decodeRecord(previous)).toEqual(plain)
-    // Relabelled, a record that carries enrichment is not a whole version-2 record.
-    const enrichedAsPrevious = Buffer.from(encodeRecord(enriched))
+    // Version 3 wrote the same fields without the last one (the cost), version 2 without the last two:
+    // a record of this version without them, relabelled. The missing fields read as null.
+    const plain = row({ costUsd: null })
+    for (const version of [3, 2]) {
+      const previous = Buffer.from(encodeRecord(plain))
+      previous[4] = version
+      expect(decodeRecord(previous)).toEqual(plain)
+    }
+    // Relabelled, a record that carries a cost is not a whole version-3 record, nor one with enrichment a version-2 one.
+    const costed = Buffer.from(encodeRecord(row()))
+    costed[4] = 3
+    expect(decodeRecord(costed)).toBeUndefined()
+    const enrichedAsPrevious = Buffer.from(encodeRecord({ ...enriched, costUsd: null }))
     enrichedAsPrevious[4] = 2
     expect(decodeRecord(enrichedAsPrevious)).toBeUndefined()
+    // An unknown version is refused.
+    const future = Buffer.from(encodeRecord(plain))
+    future[4] = 9
+    expect(decodeRecord(future)).toBeUndefined()
   })
 
   test('bytes that are not one whole record of this version are refused', () => {

@@ -58,6 +58,8 @@ function rows(count: number, now: number, seed = 7): RequestLogRow[] {
     stageTimings: null,
     inputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
     outputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
+    // Multiples of 1/1024: sums in any order are exact, so the roll-ups' totals compare equal.
+    costUsd: next() < 0.25 ? null : Math.floor(next() * 1000) / 1024,
     clientIp: null,
     requestBody: null,
     enrichment: null,
@@ -74,6 +76,8 @@ function fromRows(all: readonly RequestLogRow[], filter: UsageFilter, bucketMs: 
     avgLatency: average(inWindow.map((row) => row.latencyMs)),
     avgOverhead: average(inWindow.filter((row) => row.overheadMs !== null).map((row) => row.overheadMs!)),
     models: new Set(inWindow.filter((row) => row.model !== null).map((row) => row.model)).size,
+    costUsd: inWindow.reduce((sum, row) => sum + (row.costUsd ?? 0), 0),
+    unpriced: inWindow.filter((row) => row.costUsd === null || row.costUsd === undefined).length,
   }
   const buckets = new Map<number, RequestLogRow[]>()
   for (const row of inWindow) {
@@ -90,17 +94,29 @@ function fromRows(all: readonly RequestLogRow[], filter: UsageFilter, bucketMs: 
     }))
     .sort((left, right) => left.bucket - right.bucket)
   const breakdown = (by: 'model' | 'gateway') => {
-    const counts = new Map<string, number>()
-    for (const row of inWindow) if (row[by] !== null) counts.set(row[by]!, (counts.get(row[by]!) ?? 0) + 1)
-    return [...counts].sort((left, right) => right[1] - left[1] || (left[0] < right[0] ? -1 : 1)).slice(0, 12).map(([name, requests]) => ({ name, requests }))
+    const counts = new Map<string, { requests: number; costUsd: number; unpriced: number }>()
+    for (const row of inWindow) {
+      if (row[by] === null) continue
+      const entry = counts.get(row[by]!) ?? { requests: 0, costUsd: 0, unpriced: 0 }
+      entry.requests++
+      if (row.costUsd === null || row.costUsd === undefined) entry.unpriced++
+      else entry.costUsd += row.costUsd
+      counts.set(row[by]!, entry)
+    }
+    return [...counts]
+      .sort((left, right) => right[1].requests - left[1].requests || (left[0] < right[0] ? -1 : 1))
+      .slice(0, 12)
+      .map(([name, sums]) => ({ name, ...sums }))
   }
-  const tokens = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number }>()
+  const tokens = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number; costUsd: number; unpriced: number }>()
   for (const row of inWindow) {
     const name = `${row.model ?? ''}\u0000${row.gateway ?? ''}`
-    const entry = tokens.get(name) ?? { model: row.model ?? '', gateway: row.gateway ?? '', requests: 0, inputTokens: 0, outputTokens: 0 }
+    const entry = tokens.get(name) ?? { model: row.model ?? '', gateway: row.gateway ?? '', requests: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, unpriced: 0 }
     entry.requests++
     entry.inputTokens += row.inputTokens ?? 0
     entry.outputTokens += row.outputTokens ?? 0
+    if (row.costUsd === null || row.costUsd === undefined) entry.unpriced++
+    else entry.costUsd += row.costUsd
     tokens.set(name, entry)
   }
   const byName = (left: { model: string; gateway: string }, right: { model: string; gateway: string }) => `${left.model} ${left.gateway}`.localeCompare(`${right.model} ${right.gateway}`)
@@ -197,7 +213,8 @@ describe('usage roll-ups', () => {
       expect(rollups).toBeGreaterThan(0)
       db.dialect.migrate(migrations.slice(0, rollups), db.session, { migrationsFolder: 'db/migrations' })
       const now = Date.UTC(2026, 10, 23, 9, 30)
-      const before = rows(500, now, 5)
+      // Written before costs were recorded: each cost unknown.
+      const before = rows(500, now, 5).map((row) => ({ ...row, costUsd: null }))
       const insert = sqlite.prepare(
         'insert into request_logs (id, workspace_id, key_id, created_at, endpoint, gateway, model, status, stream, latency_ms, overhead_ms, attempts, input_tokens, output_tokens) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 1, ?, ?)',
       )

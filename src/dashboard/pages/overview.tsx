@@ -96,11 +96,11 @@ export function OverviewPage(_props: { session: Session; path: string; refreshSe
   )
 }
 
-/** The estimated cost: unknown, not $0, when no request of the range has a listed price. */
+/** The recorded cost: unknown, not $0, when no request of the range has a listed price. */
 function CostCard({ costs }: { costs: Costs }) {
   const priced = costs.rows.some((row) => row.cost_usd !== null && row.requests > 0)
-  if (!priced && costs.totals.unpriced_requests > 0) return <Card label="estimated cost (no listed prices)" value="unknown" />
-  return <Card label={costs.totals.unpriced_requests ? 'estimated cost (where prices are listed)' : 'estimated cost'} value={usd(costs.totals.cost_usd)} />
+  if (!priced && costs.totals.unpriced_requests > 0) return <Card label="cost (no listed prices)" value="unknown" />
+  return <Card label={costs.totals.unpriced_requests ? 'cost (requests with listed prices)' : 'cost'} value={usd(costs.totals.cost_usd)} />
 }
 
 function Card({ label, value }: { label: string; value: string | number }) {

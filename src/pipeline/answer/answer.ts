@@ -362,6 +362,7 @@ function setTokens(context: AuthenticatedContext, usage: Usage | undefined) {
   if (!usage) return
   context.inputTokens = usage.inputTokens
   context.outputTokens = usage.outputTokens
+  context.cachedInputTokens = usage.cachedInputTokens
 }
 
 const joinProse = (before: string, after: string) => (before && after ? before + roundSeparator + after : before || after)
@@ -457,10 +458,7 @@ function tapParts(context: AuthenticatedContext, end: StreamEnded): TransformStr
   let ended = false
   return new TransformStream<StreamPart, StreamPart>({
     transform(part, controller) {
-      if (part.type === 'finish' && part.usage) {
-        context.inputTokens = part.usage.inputTokens
-        context.outputTokens = part.usage.outputTokens
-      }
+      if (part.type === 'finish' && part.usage) setTokens(context, part.usage)
       if (!ended && (part.type === 'finish' || part.type === 'error')) {
         ended = true
         end(200, part.type === 'finish' ? undefined : part.code)

@@ -31,6 +31,9 @@ export function readUsage(usage: unknown, context: RequestContext) {
   const output = tokenCount(counts.completion_tokens) ?? tokenCount(counts.output_tokens)
   if (input !== undefined) context.inputTokens = input
   if (output !== undefined) context.outputTokens = output
+  const details = (counts.prompt_tokens_details ?? counts.input_tokens_details) as { cached_tokens?: unknown } | null | undefined
+  const cached = typeof details === 'object' && details !== null ? tokenCount(details.cached_tokens) : undefined
+  if (cached !== undefined) context.cachedInputTokens = cached
 }
 
 const usageKey = Buffer.from('"usage"')
@@ -66,6 +69,8 @@ export function readUsageFromBody(body: ArrayBuffer, context: RequestContext) {
   const output = countAfter(tail, 0, '"completion_tokens"') ?? countAfter(tail, 0, '"output_tokens"')
   if (input !== undefined) context.inputTokens = input
   if (output !== undefined) context.outputTokens = output
+  const cached = countAfter(tail, 0, '"cached_tokens"')
+  if (cached !== undefined) context.cachedInputTokens = cached
 }
 
 const encoder = new TextEncoder()

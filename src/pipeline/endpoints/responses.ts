@@ -16,7 +16,7 @@ import type { AuthenticatedContext } from '../request/context'
 import { failWith, finishJson, finishStream, recordServingAttempt, type StreamEnded } from '../answer/finish'
 import { isObject, readJsonBody } from '../../http/read-body'
 import { requireModel, siblingsOf, stripRouterFields } from '../request/prepare-chat'
-import { setRoutingHeaders } from '../answer/respond'
+import { readUsage, setRoutingHeaders } from '../answer/respond'
 import { isUnixSeconds, issueNativeResponseId, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
 import { defaultUpstreamTimeoutMs } from '../routing/plan-route'
 import { relayUpstreamError, type Attach, type ClientDialect, type ParsedRequest, type Served, type SuccessResult, type ToolNames } from '../answer/answer'
@@ -159,10 +159,7 @@ function nativeStream(
       terminal = true
       if (type === 'response.failed') reportedError ??= { code: String(data.response?.error?.code ?? 'server_error'), message: String(data.response?.error?.message ?? '') }
       const usage = data.response?.usage
-      if (usage) {
-        context.inputTokens = usage.input_tokens
-        context.outputTokens = usage.output_tokens
-      }
+      if (usage) readUsage(usage, context)
       if (attach && type !== 'response.failed') {
         held = attach(answerText).then((fields) => {
           if (fields && isObject(data.response)) data.response = { ...data.response, ...fields }
@@ -291,10 +288,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     } catch (error) {
       return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} is not a Response object: ${(error as Error).message}`))
     }
-    if (isObject(value.usage)) {
-      context.inputTokens = Number(value.usage.input_tokens) || 0
-      context.outputTokens = Number(value.usage.output_tokens) || 0
-    }
+    if (isObject(value.usage)) readUsage(value.usage, context)
     return finishJson(context, deps, 200, { ...rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, stages?.hiddenTools), ...stages?.extras })
   },
   served: (context, served) => setMode(context, served.step.provider),

@@ -4,6 +4,24 @@ import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/snapshot'
 import type { RequestLogRow } from '../../storage/repositories/request-logs'
 import { stageTimingsText, type RecordWriter } from '../../storage/request-journal'
 import { callerAddress } from './authenticate'
+import { costOf } from '../../gateways/model-prices'
+
+/**
+ * What a finished request cost (CONTRACT §11), from the snapshot's catalog prices of the model as
+ * sent to the gateway that answered. Tokens reported: their price, or null when that model lists
+ * none. No tokens reported: 0 when no gateway served an answer (refused, failed, or an upstream
+ * error: nothing billed), null when one did (a success whose usage is unknown is not free).
+ */
+function requestCost(context: RequestContext, status: number): number | null {
+  const input = context.inputTokens
+  const output = context.outputTokens
+  const gateway = context.gateway
+  if (input === undefined && output === undefined) return gateway === undefined || status >= 400 ? 0 : null
+  if (gateway === undefined) return null
+  const model = context.upstreamModel
+  const pricing = model === undefined ? undefined : context.snapshot?.catalogs.get(gateway)?.prices.get(model)
+  return costOf({ input, output, cachedInput: context.cachedInputTokens }, pricing) ?? null
+}
 
 /**
  * A request past authentication: its key, its workspace and the snapshot it was authenticated
@@ -48,6 +66,10 @@ export class RequestContext {
   ttfbMs: number | undefined
   inputTokens: number | undefined
   outputTokens: number | undefined
+  /** Of the prompt tokens, those the upstream read from its prompt cache (priced at the cache-read price where listed). */
+  cachedInputTokens: number | undefined
+  /** The request's cost in USD, set by finish(): null when unknown (an unpriced model), 0 when nothing was billed. */
+  costUsd: number | null = null
   requestBody: string | undefined
   /** What enrichment stages did, as the log's JSON text (pipeline/stages); undefined when none ran. */
   enrichment: string | undefined
@@ -120,6 +142,7 @@ export class RequestContext {
     this.status = status
     this.errorCode = errorCode
     this.finishedAt = performance.now()
+    this.costUsd = requestCost(this, status)
     this.captureBodies = this.key?.pipeline.captureBodies ?? false
     if (!this.captureBodies) this.requestBody = undefined
     this.request = undefined
@@ -197,6 +220,7 @@ export class RequestContext {
     writer.text(this.clientIpResolved ? this.resolvedClientIp : undefined)
     writer.text(this.captureBodies ? this.requestBody : undefined)
     writer.text(this.enrichment)
+    writer.number(this.costUsd)
   }
 
   /** The request-log row (built by the log queue's flush, off the request path): the journal record's values. */
@@ -227,6 +251,7 @@ export class RequestContext {
       clientIp: this.clientIpResolved ? (this.resolvedClientIp ?? null) : null,
       requestBody: this.captureBodies ? (this.requestBody ?? null) : null,
       enrichment: this.enrichment ?? null,
+      costUsd: this.costUsd,
     }
   }
 }

@@ -32,7 +32,7 @@ type RollupSums = typeof usageRollups.$inferSelect
 /** The hour and the day roll-ups: one table type (schema `rollupTable`), so one query serves both. */
 type RollupTable = typeof usageRollups
 
-const sumNames = ['requests', 'errors', 'latencySum', 'latencyCount', 'overheadSum', 'overheadCount', 'inputTokens', 'outputTokens'] as const
+const sumNames = ['requests', 'errors', 'latencySum', 'latencyCount', 'overheadSum', 'overheadCount', 'inputTokens', 'outputTokens', 'costUsd', 'unpriced'] as const
 
 /** A part of a usage window answered from one roll-up table. */
 interface RolledPart {
@@ -46,8 +46,8 @@ export function createRequestLogRepository(db: Db) {
   // both are prepared once. The query builder would cost tens of microseconds a row.
   const columns = `id, workspace_id, key_id, created_at, endpoint, gateway, provider_key_id, model, upstream_model,
       status, error_code, stream, latency_ms, overhead_ms, ttfb_ms, attempts, attempt_path, stage_timings, input_tokens,
-      output_tokens, client_ip, request_body, enrichment`
-  const columnCount = 23
+      output_tokens, cost_usd, client_ip, request_body, enrichment`
+  const columnCount = 24
   const rowsPerStatement = 32
   const placeholders = `(${new Array(columnCount).fill('?').join(', ')})`
   const insertOne = db.$client.prepare(`insert into request_logs (${columns}) values ${placeholders}`)
@@ -62,18 +62,19 @@ export function createRequestLogRepository(db: Db) {
   // transaction.
   const upsertInto = (table: string, start: string) =>
     db.$client.prepare(
-      `insert into ${table} (workspace_id, ${start}, key_id, model, gateway, requests, errors, latency_sum, latency_count, overhead_sum, overhead_count, input_tokens, output_tokens)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `insert into ${table} (workspace_id, ${start}, key_id, model, gateway, requests, errors, latency_sum, latency_count, overhead_sum, overhead_count, input_tokens, output_tokens, cost_usd, unpriced)
+       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        on conflict (workspace_id, ${start}, key_id, model, gateway) do update set
          requests = requests + excluded.requests, errors = errors + excluded.errors,
          latency_sum = latency_sum + excluded.latency_sum, latency_count = latency_count + excluded.latency_count,
          overhead_sum = overhead_sum + excluded.overhead_sum, overhead_count = overhead_count + excluded.overhead_count,
-         input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens`,
+         input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens,
+         cost_usd = cost_usd + excluded.cost_usd, unpriced = unpriced + excluded.unpriced`,
     )
   const upsertHour = upsertInto('usage_rollups', 'hour')
   const upsertDay = upsertInto('usage_daily_rollups', 'day')
   const upsert = (statement: typeof upsertHour, sums: RollupSums) =>
-    statement.run(sums.workspaceId, sums.start, sums.keyId, sums.model, sums.gateway, sums.requests, sums.errors, sums.latencySum, sums.latencyCount, sums.overheadSum, sums.overheadCount, sums.inputTokens, sums.outputTokens)
+    statement.run(sums.workspaceId, sums.start, sums.keyId, sums.model, sums.gateway, sums.requests, sums.errors, sums.latencySum, sums.latencyCount, sums.overheadSum, sums.overheadCount, sums.inputTokens, sums.outputTokens, sums.costUsd, sums.unpriced)
   const rollUp = (rows: Iterable<RequestLogRow>) => {
     const groups = new Map<string, RollupSums>()
     for (const row of rows) {
@@ -84,7 +85,7 @@ export function createRequestLogRepository(db: Db) {
       const id = `${row.workspaceId}\u0000${hour}\u0000${keyId}\u0000${model}\u0000${gateway}`
       let sums = groups.get(id)
       if (!sums) {
-        sums = { workspaceId: row.workspaceId, start: hour, keyId, model, gateway, requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, inputTokens: 0, outputTokens: 0 }
+        sums = { workspaceId: row.workspaceId, start: hour, keyId, model, gateway, requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, unpriced: 0 }
         groups.set(id, sums)
       }
       sums.requests++
@@ -97,6 +98,8 @@ export function createRequestLogRepository(db: Db) {
       }
       sums.inputTokens += row.inputTokens ?? 0
       sums.outputTokens += row.outputTokens ?? 0
+      if (row.costUsd === null || row.costUsd === undefined) sums.unpriced++
+      else sums.costUsd += row.costUsd
     }
     const days = new Map<string, RollupSums>()
     for (const sums of groups.values()) {
@@ -131,9 +134,10 @@ export function createRequestLogRepository(db: Db) {
     target[offset + 17] = row.stageTimings ?? null
     target[offset + 18] = row.inputTokens ?? null
     target[offset + 19] = row.outputTokens ?? null
-    target[offset + 20] = row.clientIp ?? null
-    target[offset + 21] = row.requestBody ?? null
-    target[offset + 22] = row.enrichment ?? null
+    target[offset + 20] = row.costUsd ?? null
+    target[offset + 21] = row.clientIp ?? null
+    target[offset + 22] = row.requestBody ?? null
+    target[offset + 23] = row.enrichment ?? null
   }
   const oneParameters: (string | number | null)[] = new Array(columnCount)
   const insertBatch = db.$client.transaction((rows: RequestLogRow[]): number => {
@@ -198,6 +202,8 @@ export function createRequestLogRepository(db: Db) {
     latencyCount: sql<number>`coalesce(sum(${table.latencyCount}), 0)`,
     overheadSum: sql<number>`coalesce(sum(${table.overheadSum}), 0)`,
     overheadCount: sql<number>`coalesce(sum(${table.overheadCount}), 0)`,
+    costUsd: sql<number>`coalesce(sum(${table.costUsd}), 0)`,
+    unpriced: sql<number>`coalesce(sum(${table.unpriced}), 0)`,
   })
   const rowSums = () => ({
     requests: count(),
@@ -206,8 +212,10 @@ export function createRequestLogRepository(db: Db) {
     latencyCount: count(requestLogs.latencyMs),
     overheadSum: sql<number>`coalesce(sum(${requestLogs.overheadMs}), 0)`,
     overheadCount: count(requestLogs.overheadMs),
+    costUsd: sql<number>`coalesce(sum(${requestLogs.costUsd}), 0)`,
+    unpriced: sql<number>`coalesce(sum(case when ${requestLogs.costUsd} is null then 1 else 0 end), 0)`,
   })
-  const emptySums = () => ({ requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0 })
+  const emptySums = () => ({ requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, costUsd: 0, unpriced: 0 })
   type UsageSums = ReturnType<typeof emptySums>
   const addSums = (target: UsageSums, row: Record<keyof UsageSums, number>) => {
     for (const name of Object.keys(target) as (keyof UsageSums)[]) target[name] += Number(row[name])
@@ -285,6 +293,8 @@ export function createRequestLogRepository(db: Db) {
         avgLatency: total.latencyCount > 0 ? total.latencySum / total.latencyCount : null,
         avgOverhead: total.overheadCount > 0 ? total.overheadSum / total.overheadCount : null,
         models: models.size,
+        costUsd: total.costUsd,
+        unpriced: Number(total.unpriced),
       }
     },
     /** Usage grouped by bucket start (ms), where the bucket is `floor(time / size) * size` (size a whole number of hours). */
@@ -328,13 +338,15 @@ export function createRequestLogRepository(db: Db) {
     /** Tokens by model and gateway over the window (the dashboard's token and cost table). */
     tokens(filter: UsageFilter) {
       const { parts, edge } = window(filter)
-      const sums = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number }>()
-      const add = (model: string, gateway: string, requests: number, inputTokens: number, outputTokens: number) => {
+      const sums = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number; costUsd: number; unpriced: number }>()
+      const add = (model: string, gateway: string, requests: number, inputTokens: number, outputTokens: number, costUsd: number, unpriced: number) => {
         const key = `${model}\u0000${gateway}`
-        const entry = sums.get(key) ?? { model, gateway, requests: 0, inputTokens: 0, outputTokens: 0 }
+        const entry = sums.get(key) ?? { model, gateway, requests: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, unpriced: 0 }
         entry.requests += requests
         entry.inputTokens += inputTokens
         entry.outputTokens += outputTokens
+        entry.costUsd += costUsd
+        entry.unpriced += unpriced
         sums.set(key, entry)
       }
       for (const { table, where } of parts) {
@@ -345,12 +357,14 @@ export function createRequestLogRepository(db: Db) {
             requests: sql<number>`sum(${table.requests})`,
             inputTokens: sql<number>`sum(${table.inputTokens})`,
             outputTokens: sql<number>`sum(${table.outputTokens})`,
+            costUsd: sql<number>`sum(${table.costUsd})`,
+            unpriced: sql<number>`sum(${table.unpriced})`,
           })
           .from(table)
           .where(where)
           .groupBy(table.model, table.gateway)
           .all())
-          add(row.model, row.gateway, Number(row.requests), Number(row.inputTokens), Number(row.outputTokens))
+          add(row.model, row.gateway, Number(row.requests), Number(row.inputTokens), Number(row.outputTokens), Number(row.costUsd), Number(row.unpriced))
       }
       if (edge) {
         for (const row of db
@@ -360,38 +374,48 @@ export function createRequestLogRepository(db: Db) {
             requests: count(),
             inputTokens: sql<number>`coalesce(sum(${requestLogs.inputTokens}), 0)`,
             outputTokens: sql<number>`coalesce(sum(${requestLogs.outputTokens}), 0)`,
+            costUsd: sql<number>`coalesce(sum(${requestLogs.costUsd}), 0)`,
+            unpriced: sql<number>`coalesce(sum(case when ${requestLogs.costUsd} is null then 1 else 0 end), 0)`,
           })
           .from(requestLogs)
           .where(edge)
           .groupBy(requestLogs.model, requestLogs.gateway)
           .all())
-          add(row.model ?? '', row.gateway ?? '', row.requests, Number(row.inputTokens), Number(row.outputTokens))
+          add(row.model ?? '', row.gateway ?? '', row.requests, Number(row.inputTokens), Number(row.outputTokens), Number(row.costUsd), Number(row.unpriced))
       }
       return [...sums.values()].sort((left, right) => right.inputTokens + right.outputTokens - (left.inputTokens + left.outputTokens) || right.requests - left.requests)
     },
     breakdown(filter: UsageFilter, by: 'model' | 'gateway', limit: number) {
       const { parts, edge } = window(filter)
-      const counts = new Map<string, number>()
+      const counts = new Map<string, { requests: number; costUsd: number; unpriced: number }>()
+      const add = (name: string, requests: number, costUsd: number, unpriced: number) => {
+        const entry = counts.get(name) ?? { requests: 0, costUsd: 0, unpriced: 0 }
+        entry.requests += requests
+        entry.costUsd += costUsd
+        entry.unpriced += unpriced
+        counts.set(name, entry)
+      }
       for (const { table, where } of parts) {
         const rolledColumn = by === 'model' ? table.model : table.gateway
         for (const row of db
-          .select({ name: rolledColumn, requests: sql<number>`sum(${table.requests})` })
+          .select({ name: rolledColumn, requests: sql<number>`sum(${table.requests})`, costUsd: sql<number>`sum(${table.costUsd})`, unpriced: sql<number>`sum(${table.unpriced})` })
           .from(table)
           .where(and(where, ne(rolledColumn, '')))
           .groupBy(rolledColumn)
           .all())
-          counts.set(row.name, (counts.get(row.name) ?? 0) + Number(row.requests))
+          add(row.name, Number(row.requests), Number(row.costUsd), Number(row.unpriced))
       }
       if (edge) {
         const column = by === 'model' ? requestLogs.model : requestLogs.gateway
-        for (const row of db.select({ name: column, requests: count() }).from(requestLogs).where(and(edge, isNotNull(column))).groupBy(column).all()) {
-          counts.set(row.name!, (counts.get(row.name!) ?? 0) + row.requests)
+        const sums = rowSums()
+        for (const row of db.select({ name: column, requests: count(), costUsd: sums.costUsd, unpriced: sums.unpriced }).from(requestLogs).where(and(edge, isNotNull(column))).groupBy(column).all()) {
+          add(row.name!, row.requests, Number(row.costUsd), Number(row.unpriced))
         }
       }
       return [...counts]
-        .sort((left, right) => right[1] - left[1] || (left[0] < right[0] ? -1 : left[0] > right[0] ? 1 : 0))
+        .sort((left, right) => right[1].requests - left[1].requests || (left[0] < right[0] ? -1 : left[0] > right[0] ? 1 : 0))
         .slice(0, limit)
-        .map(([name, requests]) => ({ name, requests }))
+        .map(([name, sums]) => ({ name, requests: sums.requests, costUsd: sums.costUsd, unpriced: sums.unpriced }))
     },
     /** The workspace ids that have rows ('' for requests no key was found for), in order. */
     workspaceIds(): string[] {

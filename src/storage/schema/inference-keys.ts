@@ -28,6 +28,11 @@ export const inferenceKeys = sqliteTable(
     webhookUrl: text('webhook_url'),
     webhookSecretCiphertext: text('webhook_secret_ciphertext'),
     notifyEmail: integer('notify_email', { mode: 'boolean' }).notNull().default(false),
+    /**
+     * Spend caps and rate limits (CONTRACT §11) as JSON `{requests_per_minute, tokens_per_minute,
+     * usd_per_day, usd_per_month}` (each a positive number or null); null when none is set.
+     */
+    limits: text('limits'),
     createdAt: text('created_at').notNull(),
     lastUsedAt: text('last_used_at'),
     revokedAt: text('revoked_at'),
