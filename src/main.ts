@@ -153,6 +153,7 @@ async function main(args: readonly string[]) {
     // Rows of the last requests go where the role sends them (the database, or the spool) before
     // the node's last shipping pass.
     runtime.logQueue.stop()
+    runtime.limiter.stop()
     await node.stop()
     runtime.mcpServers.close()
     runtime.snapshots.close()

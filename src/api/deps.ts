@@ -6,6 +6,7 @@ import type { Metrics } from '../observability/metrics'
 import type { Storage } from '../storage/client'
 import type { InferenceDeps } from '../pipeline'
 import type { Writer } from '../cluster/writer'
+import type { KeyLimiter } from '../pipeline/limits/ledger'
 
 export interface AppDeps extends ManagementDeps, InferenceDeps {
   config: Config
@@ -14,4 +15,6 @@ export interface AppDeps extends ManagementDeps, InferenceDeps {
   logger: Logger
   /** The writer seam (cluster/writer.ts): where a write goes on this node's role. */
   writer: Writer
+  /** Admission against keys' limits, and their live state for the key object. */
+  limiter: KeyLimiter
 }

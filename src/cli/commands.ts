@@ -142,6 +142,34 @@ export const commands: readonly CommandSpec[] = [
     },
   },
   {
+    words: ['key', 'limits'],
+    summary: "Sets an inference key's spend caps and rate limits (CONTRACT §11); `none` clears one, flags not given stay. Prints the key.",
+    options: {
+      id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' },
+      rpm: { kind: 'text', placeholder: 'N', description: 'requests per minute (a whole number), or none' },
+      tpm: { kind: 'text', placeholder: 'N', description: 'tokens per minute (a whole number), or none' },
+      'usd-day': { kind: 'text', placeholder: 'X', description: 'USD per UTC day, or none' },
+      'usd-month': { kind: 'text', placeholder: 'X', description: 'USD per UTC calendar month, or none' },
+    },
+    operation: 'keys.set_limits',
+    input: (flags) => {
+      const limits: Record<string, number | null | string> = {}
+      for (const [flag, field] of [
+        ['rpm', 'requests_per_minute'],
+        ['tpm', 'tokens_per_minute'],
+        ['usd-day', 'usd_per_day'],
+        ['usd-month', 'usd_per_month'],
+      ] as const) {
+        const value = flags.text(flag)
+        if (value === undefined) continue
+        // A number as typed; anything else goes to the rule as it is, which names the field it refuses.
+        limits[field] = value === 'none' ? null : value.trim() !== '' && Number.isFinite(Number(value)) ? Number(value) : value
+      }
+      if (Object.keys(limits).length === 0) throw new UsageError('key limits needs at least one of --rpm, --tpm, --usd-day, --usd-month')
+      return { id: flags.text('id')!, body: { limits } }
+    },
+  },
+  {
     words: ['key', 'webhook'],
     synopsis: '--id KEY_ID (--url URL | --rotate-secret | --clear)',
     summary: "Sets, re-keys or clears an inference key's webhook; prints the URL and the signing secret.",

@@ -44,6 +44,8 @@ export interface Config {
   logRetentionDays: number
   /** RT_BODY_RETENTION_DAYS: captured request bodies older than this are cleared by `log-prune`; the rows stay. */
   bodyRetentionDays: number
+  /** RT_LIMIT_SYNC_MS: how often a node reads again what the database shows of its limited keys' usage (CONTRACT §11). */
+  limitSyncMs: number
 }
 
 export class ConfigError extends Error {}
@@ -86,6 +88,7 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['RT_AUDIT_RETENTION_DAYS', 'days audit events are kept (the daily log-prune job deletes older ones); default 400, a whole number from 1'],
   ['RT_LOG_RETENTION_DAYS', 'days request-log rows are kept (log-prune deletes older ones; usage roll-ups stay); default 90, a whole number from 1'],
   ['RT_BODY_RETENTION_DAYS', 'days captured request bodies are kept (log-prune clears older ones; the rows stay); default 7, a whole number from 1'],
+  ['RT_LIMIT_SYNC_MS', "how often a node reads again what the database shows of its limited keys' usage (another node's share); default 1000, 10 to 60000"],
 ]
 
 function integerSetting(environment: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {
@@ -146,5 +149,6 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     auditRetentionDays: integerSetting(environment, 'RT_AUDIT_RETENTION_DAYS', 400, 1, 1_000_000),
     logRetentionDays: integerSetting(environment, 'RT_LOG_RETENTION_DAYS', 90, 1, 1_000_000),
     bodyRetentionDays: integerSetting(environment, 'RT_BODY_RETENTION_DAYS', 7, 1, 1_000_000),
+    limitSyncMs: integerSetting(environment, 'RT_LIMIT_SYNC_MS', 1000, 10, 60_000),
   })
 }

@@ -27,6 +27,10 @@ export const errorCodes = {
   response_chain_target_unavailable: { status: 409, type: 'invalid_request_error', message: 'The provider that holds this response is no longer a target of this key.' },
   request_too_large: { status: 413, type: 'invalid_request_error', message: 'The JSON body is larger than 10 MB.' },
   rate_limited: { status: 429, type: 'rate_limit_error', message: 'Every eligible target is rate limited.' },
+  // A key's own limits (CONTRACT §11), set by its workspace.
+  key_rate_limited: { status: 429, type: 'rate_limit_error', message: "This key's requests or tokens per minute limit is reached." },
+  key_budget_exhausted: { status: 429, type: 'rate_limit_error', message: "This key's spend cap is reached." },
+  key_budget_unpriced_model: { status: 400, type: 'invalid_request_error', message: 'This key has a spend cap, and the model has no listed price: its cost could not be counted.' },
   internal: { status: 500, type: 'api_error', message: 'Internal error.' },
   gateway_not_supported: { status: 501, type: 'invalid_request_error', message: 'No target of this key has a live adapter for this request.' },
   embeddings_unsupported: { status: 501, type: 'invalid_request_error', message: 'No target of this key serves embeddings.' },

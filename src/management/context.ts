@@ -1,4 +1,5 @@
 /** What management rules need: storage, configuration, the secret box and a clock. */
+import type { LimitState } from '../pipeline/limits/ledger'
 import type { Config } from '../config/env'
 import type { SecretBox } from '../storage/crypto'
 import type { Repositories } from '../storage/repositories'
@@ -17,6 +18,8 @@ export interface ManagementDeps {
    * it came through (the doors replay it on the primary before it gets this far).
    */
   writer?: { assertPrimary(): void }
+  /** Live limit state of the limited keys this node admits for (pipeline/limits/ledger.ts). */
+  limiter?: { liveState(keyId: string): LimitState | undefined }
 }
 
 /** The authenticated management caller: one workspace, possibly read-only. */

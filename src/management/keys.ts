@@ -8,6 +8,9 @@ import { ManagementError, badRequest, messages, notFound } from './errors'
 import { parseAllowlist } from '../net/ip-allowlist'
 import { emptyRule, presentRule, validateRoutingRule } from './routing'
 import { KeyCreateInput, KeyUpdateInput, apiShapes, assertValid, type ApiShape } from './schemas'
+import { limitsProblem, mergeLimits, presentStoredLimits } from '../pipeline/limits/key-limits'
+import { monthStartOf, type LimitState } from '../pipeline/limits/ledger'
+import { roundUsd } from './usage'
 
 export const inferenceKeyPrefix = 'rt_live_'
 export const defaultFailoverTtfbMs = 5000
@@ -24,7 +27,49 @@ function providerMap(deps: ManagementDeps, actor: Actor): Map<string, ProviderKe
   return new Map(deps.repositories.providerKeys.list(actor.workspaceId).map((row) => [row.id, row]))
 }
 
-export function presentKey({ key, rule }: KeyWithRule, providers: ReadonlyMap<string, ProviderKeyRow>, secret?: string) {
+/** What counts against each key's limits now (CONTRACT §11 `limit_state`), by key id. */
+export function limitStates(deps: ManagementDeps, workspaceId: string, keyIds: readonly string[]): Map<string, LimitState> {
+  const states = new Map<string, LimitState>()
+  const unknown: string[] = []
+  for (const id of keyIds) {
+    const live = deps.limiter?.liveState(id)
+    if (live) states.set(id, live)
+    else unknown.push(id)
+  }
+  if (unknown.length === 0) return states
+  // Keys this node keeps no ledger of: as the database shows them (indexed reads of a minute of rows and this month's day roll-ups).
+  const now = deps.now().getTime()
+  const first = Math.floor(now / 1000) - 59
+  const today = now - (now % 86_400_000)
+  const windows = deps.repositories.requestLogs.keyWindows(workspaceId, unknown, first * 1000, monthStartOf(now))
+  for (const id of unknown) {
+    const window = windows.get(id)
+    let requests = 0
+    let tokens = 0
+    for (const [second, count, used] of window?.seconds ?? []) {
+      if (second < first) continue
+      requests += count
+      tokens += used
+    }
+    let usdToday = 0
+    let usdMonth = 0
+    for (const [day, usd] of window?.days ?? []) {
+      usdMonth += usd
+      if (day === today) usdToday += usd
+    }
+    states.set(id, { requests_last_minute: requests, tokens_last_minute: tokens, usd_today: usdToday, usd_this_month: usdMonth })
+  }
+  return states
+}
+
+const emptyState: LimitState = { requests_last_minute: 0, tokens_last_minute: 0, usd_today: 0, usd_this_month: 0 }
+
+function presentState(state: LimitState | undefined): LimitState {
+  const value = state ?? emptyState
+  return { ...value, usd_today: roundUsd(value.usd_today), usd_this_month: roundUsd(value.usd_this_month) }
+}
+
+export function presentKey({ key, rule }: KeyWithRule, providers: ReadonlyMap<string, ProviderKeyRow>, secret?: string, state?: LimitState) {
   return {
     id: key.id,
     label: key.label,
@@ -41,6 +86,8 @@ export function presentKey({ key, rule }: KeyWithRule, providers: ReadonlyMap<st
     last_used_at: key.lastUsedAt,
     revoked_at: key.revokedAt,
     routing: presentRule(rule, providers),
+    limits: presentStoredLimits(key.limits),
+    limit_state: presentState(state),
     ...(secret !== undefined ? { key: secret } : {}),
   }
 }
@@ -52,9 +99,19 @@ function findKey(deps: ManagementDeps, actor: Actor, id: string): KeyWithRule {
   return found
 }
 
+/** A key as the API shows it, with what counts against its limits now. */
+function present(deps: ManagementDeps, entry: KeyWithRule, providers: ReadonlyMap<string, ProviderKeyRow>, secret?: string) {
+  return presentKey(entry, providers, secret, limitStates(deps, entry.key.workspaceId, [entry.key.id]).get(entry.key.id))
+}
+
 /** Field rules shared by create and update; returns the column values to write. */
-function settingsFromBody(deps: ManagementDeps, body: KeyCreateInput | KeyUpdateInput): Partial<InferenceKeyRow> {
+function settingsFromBody(deps: ManagementDeps, body: KeyCreateInput | KeyUpdateInput, storedLimits: string | null = null): Partial<InferenceKeyRow> {
   const values: Partial<InferenceKeyRow> = {}
+  if (body.limits !== undefined) {
+    const problem = limitsProblem(body.limits)
+    if (problem) throw badRequest(problem)
+    values.limits = mergeLimits(storedLimits, body.limits as Record<string, unknown> | null)
+  }
   const label = pickLabel(body)
   if (label !== undefined) values.label = label
   if (body.companion_ads !== undefined) values.companionAds = body.companion_ads
@@ -71,11 +128,13 @@ export function listKeys(deps: ManagementDeps, actor: Actor, offsetText?: string
   const offset = offsetText === undefined || offsetText === '' ? 0 : Number(offsetText)
   if (!Number.isSafeInteger(offset) || offset < 0) throw badRequest('Invalid offset: expected a whole number of 0 or more.')
   const providers = providerMap(deps, actor)
-  return deps.repositories.inferenceKeys.list(actor.workspaceId, offset, keysPageSize).map((entry) => presentKey(entry, providers))
+  const entries = deps.repositories.inferenceKeys.list(actor.workspaceId, offset, keysPageSize)
+  const states = limitStates(deps, actor.workspaceId, entries.map((entry) => entry.key.id))
+  return entries.map((entry) => presentKey(entry, providers, undefined, states.get(entry.key.id)))
 }
 
 export function getKey(deps: ManagementDeps, actor: Actor, id: string): KeyView {
-  return presentKey(findKey(deps, actor, id), providerMap(deps, actor))
+  return present(deps, findKey(deps, actor, id), providerMap(deps, actor))
 }
 
 export function createKey(deps: ManagementDeps, actor: Actor, body: unknown): KeyView {
@@ -101,7 +160,7 @@ export function createKey(deps: ManagementDeps, actor: Actor, body: unknown): Ke
     },
     rule,
   )
-  return presentKey(stored, providerMap(deps, actor), secret)
+  return present(deps, stored, providerMap(deps, actor), secret)
 }
 
 const updatableFields = [
@@ -114,6 +173,7 @@ const updatableFields = [
   'steering_message',
   'failover_ttfb_ms',
   'upstream_timeout_ms',
+  'limits',
 ] as const
 
 /**
@@ -125,7 +185,7 @@ export function updateKey(deps: ManagementDeps, actor: Actor, id: string, body: 
   const existing = findKey(deps, actor, id)
   if (!isPlainObject(body) || !updatableFields.some((field) => field in body)) throw badRequest(messages.emptyBody)
   assertValid(KeyUpdateInput, body)
-  const values = settingsFromBody(deps, body)
+  const values = settingsFromBody(deps, body, existing.key.limits)
   const changesOtherFields = Object.keys(values).length > 0
   const revokedNow = existing.key.revokedAt !== null
   if (revokedNow && changesOtherFields && body.revoked !== false) throw new ManagementError(409, messages.keyRevoked, 'key_revoked')
@@ -135,16 +195,16 @@ export function updateKey(deps: ManagementDeps, actor: Actor, id: string, body: 
   steps.push(values)
   if (body.revoked === true && !revokedNow) steps.push({ revokedAt: deps.now().toISOString() })
   const updated = deps.repositories.inferenceKeys.update(actor.workspaceId, id, steps)!
-  return presentKey(updated, providerMap(deps, actor))
+  return present(deps, updated, providerMap(deps, actor))
 }
 
 /** DELETE: revoke, idempotently; the row is kept. */
 export function revokeKey(deps: ManagementDeps, actor: Actor, id: string): KeyView {
   assertCanWrite(actor)
   const existing = findKey(deps, actor, id)
-  if (existing.key.revokedAt !== null) return presentKey(existing, providerMap(deps, actor))
+  if (existing.key.revokedAt !== null) return present(deps, existing, providerMap(deps, actor))
   const updated = deps.repositories.inferenceKeys.update(actor.workspaceId, id, [{ revokedAt: deps.now().toISOString() }])!
-  return presentKey(updated, providerMap(deps, actor))
+  return present(deps, updated, providerMap(deps, actor))
 }
 
 export function getRouting(deps: ManagementDeps, actor: Actor, id: string) {

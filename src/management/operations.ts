@@ -26,6 +26,7 @@ import {
   KeyCreateInput,
   KeyOutput,
   KeyUpdateInput,
+  LimitsInput,
   ProviderCreateInput,
   ProviderOutput,
   ProviderUpdateInput,
@@ -388,9 +389,28 @@ export const operations = {
     },
     mcp: {
       tool: 'update_api_key',
-      description: 'Update an inference key: label, revoked, allowlist, steering message, timeouts, features.',
+      description: 'Update an inference key: label, revoked, allowlist, steering message, timeouts, features, limits.',
       input: Type.Composite([idSchema('Inference key UUID.'), KeyUpdateInput]),
       from: (args) => ({ id: requireString(args, 'id'), body: withoutKeys(args, 'id') }),
+    },
+  } satisfies Operation<IdBody>,
+
+  keysSetLimits: {
+    name: 'keys.set_limits',
+    access: 'write',
+    idempotent: true,
+    // The operator CLI names a key of any workspace: the rule runs in the key's own.
+    run: (deps, actor, input: IdBody) => updateKey(deps, actor.kind === 'cli' ? { ...actor, workspaceId: keyWorkspace(deps, input.id) ?? '' } : actor, input.id, { limits: input.body.limits }),
+    audit: (input, _output, deps) => ({ target: inferenceKey(input.id), changes: { limits: input.body.limits }, workspaceId: keyWorkspace(deps, input.id) }),
+    mcp: {
+      tool: 'set_key_limits',
+      description:
+        'Set spend caps and rate limits on an inference key: requests_per_minute, tokens_per_minute, usd_per_day, usd_per_month (each a positive number, or null for no limit; fields not named stay; limits null clears all). Requests over a limit are refused with 429.',
+      input: Type.Object({ key_id: Type.String({ description: 'Inference key UUID.' }), limits: Type.Union([LimitsInput, Type.Null()]) }),
+      from: (args) => {
+        if (!('limits' in args)) throw badRequest('Invalid limits: required (an object, or null to clear every limit).')
+        return { id: requireString(args, 'key_id'), body: { limits: args.limits } }
+      },
     },
   } satisfies Operation<IdBody>,
 

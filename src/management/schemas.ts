@@ -68,6 +68,17 @@ export const AllowedIpsInput = Type.Union([Type.Array(Type.String()), Type.Strin
 })
 
 /** The key settings POST /keys and PATCH /keys/:id share (SPEC "POST /keys body", "PATCH /keys/:id fields"). */
+/** CONTRACT §11: each a positive number, or null for no limit; checked by the rule, which names the field. */
+export const LimitsInput = Type.Object(
+  {
+    requests_per_minute: Type.Optional(Nullable(Type.Number({ description: 'Requests over the last 60 s (sliding, 1-second resolution); a whole number.' }))),
+    tokens_per_minute: Type.Optional(Nullable(Type.Number({ description: 'Prompt plus completion tokens over the last 60 s; a whole number.' }))),
+    usd_per_day: Type.Optional(Nullable(Type.Number({ description: 'USD per UTC day.' }))),
+    usd_per_month: Type.Optional(Nullable(Type.Number({ description: 'USD per UTC calendar month.' }))),
+  },
+  { additionalProperties: true, description: 'Spend caps and rate limits; fields not named stay, null clears one, null for the whole clears all.' },
+)
+
 const keySettingFields = {
   name: Type.Optional(Nullable(Type.String())),
   label: Type.Optional(Nullable(Type.String())),
@@ -77,6 +88,7 @@ const keySettingFields = {
   steering_message: Type.Optional(Nullable(Type.String({ maxLength: 2000 }))),
   failover_ttfb_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1000, maximum: 30000 }))),
   upstream_timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 5000, maximum: 90000 }))),
+  limits: Type.Optional(Type.Union([LimitsInput, Type.Null()])),
 }
 
 export const KeyCreateInput = Type.Object(
@@ -185,6 +197,24 @@ export const KeyOutput = Type.Object({
   last_used_at: Nullable(Type.String()),
   revoked_at: Nullable(Type.String()),
   routing: RoutingOutput,
+  limits: Type.Object(
+    {
+      requests_per_minute: Nullable(Type.Number()),
+      tokens_per_minute: Nullable(Type.Number()),
+      usd_per_day: Nullable(Type.Number()),
+      usd_per_month: Nullable(Type.Number()),
+    },
+    { description: 'Spend caps and rate limits (CONTRACT §11); null: no limit.' },
+  ),
+  limit_state: Type.Object(
+    {
+      requests_last_minute: Type.Integer(),
+      tokens_last_minute: Type.Integer(),
+      usd_today: Type.Number({ description: 'UTC day; in-flight requests count at their worst-case reservation.' }),
+      usd_this_month: Type.Number({ description: 'UTC calendar month.' }),
+    },
+    { description: 'What counts against the limits now.' },
+  ),
   key: Type.Optional(Type.String({ description: 'Only in the creation response.' })),
 })
 

@@ -1,4 +1,5 @@
 /** The types shared by the inference pipeline's stages. */
+import type { KeyLimiter } from './limits/ledger'
 import type { Config } from '../config/env'
 import type { Envelope } from '../errors/render'
 import type { Logger } from '../observability/logger'
@@ -27,6 +28,8 @@ export interface InferenceDeps {
   repositories: Repositories
   /** MCP servers attached to keys (the MCP tools stage). */
   mcpServers: McpServers
+  /** Admission against keys' limits (pipeline/limits); only limited keys reach it. */
+  limiter: KeyLimiter
 }
 
 export type InferenceEndpoint =

@@ -3,7 +3,7 @@
  * request explorer, answered on the read thread (read-thread.ts). The usage queries read hourly
  * roll-ups plus the edge hours' rows; the explorer the newest rows of a window.
  */
-import type { createRequestLogRepository, RecentFilter, UsageFilter } from './repositories/request-logs'
+import type { createRequestLogRepository, KeyWindows, RecentFilter, UsageFilter } from './repositories/request-logs'
 import type { ReadThread } from './read-thread'
 
 type RequestLogRepository = ReturnType<typeof createRequestLogRepository>
@@ -14,6 +14,7 @@ export type UsageQuery =
   | { op: 'breakdown'; filter: UsageFilter; by: 'model' | 'gateway'; limit: number }
   | { op: 'recent'; filter: RecentFilter }
   | { op: 'tokens'; filter: UsageFilter }
+  | { op: 'keyWindows'; workspaceId: string; keyIds: string[]; sinceMs: number; fromDayMs: number }
 
 export type SummaryRow = ReturnType<RequestLogRepository['summary']>
 export type SeriesRow = ReturnType<RequestLogRepository['series']>[number]
@@ -33,6 +34,9 @@ export function runUsageQuery(logs: RequestLogRepository, query: UsageQuery): un
       return logs.recent(query.filter)
     case 'tokens':
       return logs.tokens(query.filter)
+    case 'keyWindows':
+      // A Map does not cross the thread as one: sent as entries.
+      return [...logs.keyWindows(query.workspaceId, query.keyIds, query.sinceMs, query.fromDayMs)]
   }
 }
 
@@ -44,6 +48,8 @@ export interface UsageReader {
   recent(filter: RecentFilter): Promise<RecentRow[]>
   /** Tokens by model and gateway (the dashboard's cost table). */
   tokens(filter: UsageFilter): Promise<TokensRow[]>
+  /** Keys' usage against their limits (pipeline/limits). */
+  keyWindows(workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number): Promise<[string, KeyWindows][]>
 }
 
 export function createUsageReader(reads: ReadThread): UsageReader {
@@ -53,5 +59,6 @@ export function createUsageReader(reads: ReadThread): UsageReader {
     breakdown: (filter, by, limit) => reads.ask({ op: 'usage', query: { op: 'breakdown', filter, by, limit } }),
     recent: (filter) => reads.ask({ op: 'usage', query: { op: 'recent', filter } }),
     tokens: (filter) => reads.ask({ op: 'usage', query: { op: 'tokens', filter } }),
+    keyWindows: (workspaceId, keyIds, sinceMs, fromDayMs) => reads.ask({ op: 'usage', query: { op: 'keyWindows', workspaceId, keyIds, sinceMs, fromDayMs } }),
   }
 }

@@ -86,6 +86,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
     async [Symbol.asyncDispose]() {
       await server.stop(true)
       runtime.logQueue.stop()
+      runtime.limiter.stop()
       runtime.mcpServers.close()
       runtime.snapshots.close()
       runtime.reads.close()

@@ -21,6 +21,8 @@ const keyFields = [
   'keyterms',
   'label',
   'last_used_at',
+  'limit_state',
+  'limits',
   'revoked_at',
   'routing',
   'steering_message',
@@ -86,6 +88,9 @@ describe('POST /api/v1/keys', () => {
     expect(key.failover_ttfb_ms).toBeNull()
     expect(key.upstream_timeout_ms).toBeNull()
     expect(key.effective_timeouts).toEqual({ failover_ttfb_ms: 5000, upstream_timeout_ms: 60000 })
+    // No limits unless set (CONTRACT §11), and nothing used yet.
+    expect(key.limits).toEqual({ requests_per_minute: null, tokens_per_minute: null, usd_per_day: null, usd_per_month: null })
+    expect(key.limit_state).toEqual({ requests_last_minute: 0, tokens_last_minute: 0, usd_today: 0, usd_this_month: 0 })
     expect(Number.isNaN(Date.parse(key.created_at))).toBe(false)
     expect(key.last_used_at).toBeNull()
     expect(key.revoked_at).toBeNull()

@@ -11,6 +11,7 @@ import { ErrorLine, Table, messageOf, when } from '../ui'
 const actions = [
   'keys.create',
   'keys.update',
+  'keys.set_limits',
   'keys.revoke',
   'keys.rotate',
   'routing.set',

@@ -43,6 +43,7 @@ import { runRoutedCall, type RoutedCallInput, type UpstreamCall } from '../routi
 import type { RunResult } from '../routing/run-attempts'
 import { startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type RoutePreference, type StageSiblings, type ToolCallRequest } from '../stages/registry'
 import type { EndpointHandler, InferenceDeps, InferenceRoute } from '../types'
+import { admitLimited } from '../limits/admission'
 
 export type SuccessResult = Extract<RunResult, { kind: 'success' }>
 export type RelayResult = Extract<RunResult, { kind: 'relay' }>
@@ -137,6 +138,12 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
   return async (context, request, route, deps) => {
     const parsed = await dialect.parse(context, request, route, deps)
     context.mark('body')
+    // A key with limits is admitted before any upstream call; a key without any never looks further.
+    const limits = context.key.limits
+    if (limits) {
+      const refusal = await admitLimited(context, deps, limits, parsed)
+      if (refusal) return failWith(context, deps, refusal)
+    }
     const pipeline = context.key.pipeline
     let preference: RoutePreference | undefined
     let enrichment: Enrichment | undefined

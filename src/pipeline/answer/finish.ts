@@ -54,6 +54,9 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
   }
   if (!context.key) return
   context.finish(status, errorCode)
+  // A limited key's request: its reservation becomes what it used (0 where nothing was reported).
+  const ticket = context.limitTicket
+  if (ticket) deps.limiter.settle(ticket, (context.inputTokens ?? 0) + (context.outputTokens ?? 0), context.costUsd ?? 0)
   deps.logQueue.push(context)
 }
 

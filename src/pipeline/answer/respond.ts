@@ -64,7 +64,7 @@ export function readUsageFromBody(body: ArrayBuffer, context: RequestContext) {
   const bytes = Buffer.from(body)
   const start = bytes.lastIndexOf(usageKey)
   if (start === -1) return
-  const tail = tailDecoder.decode(bytes.subarray(start, Math.min(bytes.length, start + 400)))
+  const tail = tailDecoder.decode(bytes.subarray(start, Math.min(bytes.length, start + 1024)))
   const input = countAfter(tail, 0, '"prompt_tokens"') ?? countAfter(tail, 0, '"input_tokens"')
   const output = countAfter(tail, 0, '"completion_tokens"') ?? countAfter(tail, 0, '"output_tokens"')
   if (input !== undefined) context.inputTokens = input

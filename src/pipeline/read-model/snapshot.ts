@@ -15,6 +15,7 @@ import { basename, dirname } from 'node:path'
 import { findGateway, providerBaseUrl, type GatewayDefinition } from '../../gateways/catalog'
 import { authHeaders } from '../../gateways/client'
 import { compileKeyPipeline, type KeyPipeline } from '../stages/registry'
+import { parseStoredLimits, type KeyLimits } from '../limits/key-limits'
 import { buildGatewayCatalog, type GatewayCatalog } from '../../gateways/model-catalog'
 import { pricingOfStoredObject, type ModelPricing } from '../../gateways/model-prices'
 import { compileAllowlist, type CompiledAllowlist } from '../../net/ip-allowlist'
@@ -54,6 +55,8 @@ export interface KeyEntry {
   rule: StoredRule
   /** MCP servers attached to the key (SPEC "MCP tools"), in attach order; empty for most keys. */
   mcpServers: readonly McpServerEntry[]
+  /** Spend caps and rate limits (CONTRACT §11); undefined for a key without any, whose requests never look further. */
+  limits: KeyLimits | undefined
   /** What applies to the key's requests (stages/registry.ts), with its workspace's settings. */
   pipeline: KeyPipeline
 }
@@ -205,6 +208,7 @@ class EntryMaker {
       keyterms: key.keyterms === 1,
       rule,
       mcpServers: key.mcpServers.length === 0 ? noMcpServers : key.mcpServers,
+      limits: parseStoredLimits(key.limits),
     }
     return { ...entry, pipeline: compileKeyPipeline(entry, workspace, this.deps.config) }
   }

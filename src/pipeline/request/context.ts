@@ -5,18 +5,22 @@ import type { RequestLogRow } from '../../storage/repositories/request-logs'
 import { stageTimingsText, type RecordWriter } from '../../storage/request-journal'
 import { callerAddress } from './authenticate'
 import { costOf } from '../../gateways/model-prices'
+import type { LimitTicket } from '../limits/ledger'
+import type { PlannedAttempt } from '../routing/plan-route'
 
 /**
  * What a finished request cost (CONTRACT §11), from the snapshot's catalog prices of the model as
  * sent to the gateway that answered. Tokens reported: their price, or null when that model lists
- * none. No tokens reported: 0 when no gateway served an answer (refused, failed, or an upstream
- * error: nothing billed), null when one did (a success whose usage is unknown is not free).
+ * none. No tokens reported: 0 when no gateway served an answer, or the answer failed (refused, an
+ * upstream error, a stream the upstream ended with an error, a hang-up: CONTRACT §11 settles a failed
+ * or cancelled request to what the upstream reported, else 0); null for a success whose usage is
+ * unknown, which is not free.
  */
-function requestCost(context: RequestContext, status: number): number | null {
+function requestCost(context: RequestContext, status: number, errorCode: string | undefined): number | null {
   const input = context.inputTokens
   const output = context.outputTokens
   const gateway = context.gateway
-  if (input === undefined && output === undefined) return gateway === undefined || status >= 400 ? 0 : null
+  if (input === undefined && output === undefined) return gateway === undefined || status >= 400 || errorCode !== undefined ? 0 : null
   if (gateway === undefined) return null
   const model = context.upstreamModel
   const pricing = model === undefined ? undefined : context.snapshot?.catalogs.get(gateway)?.prices.get(model)
@@ -70,6 +74,10 @@ export class RequestContext {
   cachedInputTokens: number | undefined
   /** The request's cost in USD, set by finish(): null when unknown (an unpriced model), 0 when nothing was billed. */
   costUsd: number | null = null
+  /** A limited key's admitted request: its share of the key's windows, settled when it finishes (pipeline/limits). */
+  limitTicket: LimitTicket | undefined
+  /** The targets it may try (a key with a USD cap: the priced ones); undefined: all. */
+  allowStep: ((step: PlannedAttempt) => boolean) | undefined
   requestBody: string | undefined
   /** What enrichment stages did, as the log's JSON text (pipeline/stages); undefined when none ran. */
   enrichment: string | undefined
@@ -142,7 +150,7 @@ export class RequestContext {
     this.status = status
     this.errorCode = errorCode
     this.finishedAt = performance.now()
-    this.costUsd = requestCost(this, status)
+    this.costUsd = requestCost(this, status, errorCode)
     this.captureBodies = this.key?.pipeline.captureBodies ?? false
     if (!this.captureBodies) this.requestBody = undefined
     this.request = undefined

@@ -10,7 +10,8 @@ import type { ProviderEntry } from '../read-model/snapshot'
 import { gatewayCatalog } from '../../gateways/catalog'
 
 export type Operation = 'chat' | 'embeddings' | 'responses' | 'decisions'
-export type SkipReason = 'not-listed' | 'batch-only' | 'no-embeddings'
+/** Why a planned target is passed over; `unpriced`: a key with a USD cap, and no price listed for the model there (CONTRACT §11). */
+export type SkipReason = 'not-listed' | 'batch-only' | 'no-embeddings' | 'unpriced'
 
 export const defaultFailoverTimeoutMs = 5000
 export const defaultUpstreamTimeoutMs = 60000

@@ -156,6 +156,9 @@ export function runRoutedCall(context: AuthenticatedContext, deps: InferenceDeps
     const plan = input.preference ? preferred(planFor(snapshot, key, input, deps.random), input.preference, snapshot) : cachedPlan(snapshot, key, input, deps.random)
     steps = plan.steps
   }
+  // A key with a USD cap tries only targets whose price is listed (pipeline/limits/admission.ts).
+  const allow = context.allowStep
+  if (allow) steps = steps.map((step) => (step.kind === 'attempt' && !allow(step) ? { kind: 'skip', gateway: step.gateway, reason: 'unpriced' } : step))
   context.mark('plan')
   return runAttempts(steps, new RoutedCall(context, deps, input))
 }

@@ -12,6 +12,12 @@ export interface UsageFilter {
   keyIds?: string[]
 }
 
+/** A key's usage as the database shows it: [second, requests, tokens] since a time, and [UTC day start, USD]. */
+export interface KeyWindows {
+  seconds: [second: number, requests: number, tokens: number][]
+  days: [dayMs: number, usd: number][]
+}
+
 /** The request explorer's filter: a workspace's rows since a time, newest first. */
 export interface RecentFilter {
   workspaceId: string
@@ -416,6 +422,31 @@ export function createRequestLogRepository(db: Db) {
         .sort((left, right) => right[1].requests - left[1].requests || (left[0] < right[0] ? -1 : left[0] > right[0] ? 1 : 0))
         .slice(0, limit)
         .map(([name, sums]) => ({ name, requests: sums.requests, costUsd: sums.costUsd, unpriced: sums.unpriced }))
+    },
+    /**
+     * What counts against keys' limits (CONTRACT §11), as the database shows it: each key's requests
+     * and tokens per second since `sinceMs` (the minute window, through the workspace/time index) and
+     * its recorded cost per UTC day from `fromDayMs` (the day roll-ups, kept with the rows).
+     */
+    keyWindows(workspaceId: string, keyIds: readonly string[], sinceMs: number, fromDayMs: number): Map<string, KeyWindows> {
+      const windows = new Map<string, KeyWindows>()
+      if (keyIds.length === 0) return windows
+      for (const id of keyIds) windows.set(id, { seconds: [], days: [] })
+      const list = keyIds.map(() => '?').join(', ')
+      const seconds = db.$client
+        .query<{ key_id: string; second: number; requests: number; tokens: number }, (string | number)[]>(
+          `select key_id, created_at / 1000 as second, count(*) as requests, coalesce(sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)), 0) as tokens
+           from request_logs where workspace_id = ? and created_at >= ? and key_id in (${list}) group by key_id, second`,
+        )
+        .all(workspaceId, sinceMs, ...keyIds)
+      for (const row of seconds) windows.get(row.key_id)?.seconds.push([row.second, row.requests, row.tokens])
+      const days = db.$client
+        .query<{ key_id: string; day: number; usd: number }, (string | number)[]>(
+          `select key_id, day, sum(cost_usd) as usd from usage_daily_rollups where workspace_id = ? and day >= ? and key_id in (${list}) group by key_id, day`,
+        )
+        .all(workspaceId, fromDayMs, ...keyIds)
+      for (const row of days) windows.get(row.key_id)?.days.push([row.day, row.usd])
+      return windows
     },
     /** The workspace ids that have rows ('' for requests no key was found for), in order. */
     workspaceIds(): string[] {

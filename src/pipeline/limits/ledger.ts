@@ -1,0 +1,357 @@
+/**
+ * Admission against a key's limits (CONTRACT §11), and what counts against them.
+ *
+ * Each limited key has a ledger: what the database shows (requests and tokens per second over the
+ * last minute, cost per UTC day this month: every node's rows, as this node's copy has them), read
+ * on the read thread, plus this node's own requests the database does not show yet (admitted, in
+ * flight, or logged since that read). A request is refused when a window is full; otherwise it
+ * counts at once: one request, and for USD caps its worst-case cost as a reservation, which its
+ * finish replaces with the actual cost and its tokens. Its own entry leaves the ledger once a read
+ * of the database that began after its row was committed has come back: never counted twice, never
+ * missing. Limited keys in use are read again every `RT_LIMIT_SYNC_MS`, which is what bounds what
+ * another node may admit unseen. Keys without limits have no ledger and pay nothing.
+ *
+ * The sums are kept per second and per day, so an admission costs a few map reads, whatever the rate.
+ */
+import { RouterError } from '../../errors/router-error'
+import type { KeyWindows } from '../../storage/repositories/request-logs'
+import type { KeyLimits } from './key-limits'
+
+const dayMs = 86_400_000
+const windowSeconds = 60
+
+export function monthStartOf(now: number): number {
+  const date = new Date(now)
+  return Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1)
+}
+
+function nextMonthStartOf(now: number): number {
+  const date = new Date(now)
+  return Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1)
+}
+
+/** One admitted request's share of its key's windows, until the database shows it. */
+export interface LimitTicket {
+  readonly ledger: KeyLedger
+  readonly second: number
+  readonly day: number
+  tokens: number
+  usd: number
+  settled: boolean
+  /** When its row was committed (this node's database, or the primary's acknowledgement on a replica). */
+  committedAt: number | undefined
+}
+
+/** The key object's `limit_state` (CONTRACT §11). */
+export interface LimitState {
+  requests_last_minute: number
+  tokens_last_minute: number
+  usd_today: number
+  usd_this_month: number
+}
+
+/** The windows' totals at a moment, with what the reset times need. */
+interface Totals {
+  requests: number
+  tokens: number
+  usdToday: number
+  usdMonth: number
+}
+
+type SecondSums = [requests: number, tokens: number]
+
+/** Reads what the database shows for some of a workspace's keys (the read thread). */
+export type KeyWindowsReader = (workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number) => Promise<[string, KeyWindows][]>
+
+export class KeyLedger {
+  /** From the last read of the database. */
+  private shownSeconds = new Map<number, SecondSums>()
+  private shownDays = new Map<number, number>()
+  /** This node's requests the last read did not show. */
+  private ownSeconds = new Map<number, SecondSums>()
+  private ownDays = new Map<number, number>()
+  readonly open = new Set<LimitTicket>()
+  /** When the last read began (Date.now()); 0: not read yet. */
+  readAt = 0
+  loading: Promise<void> | undefined
+  usedAt = 0
+
+  constructor(
+    readonly keyId: string,
+    readonly workspaceId: string,
+  ) {}
+
+  /** The database's view, read at `startedAt`; the own requests committed before then are in it. */
+  shown(windows: KeyWindows | undefined, startedAt: number, coverAllowanceMs: number) {
+    this.shownSeconds = new Map((windows?.seconds ?? []).map(([second, requests, tokens]) => [second, [requests, tokens]]))
+    this.shownDays = new Map(windows?.days ?? [])
+    this.readAt = startedAt
+    for (const ticket of this.open) {
+      if (ticket.committedAt !== undefined && ticket.committedAt + coverAllowanceMs <= startedAt) this.forget(ticket)
+    }
+    // Own seconds out of the window and days before this month hold nothing that counts.
+    const oldest = Math.floor(startedAt / 1000) - windowSeconds
+    for (const second of this.ownSeconds.keys()) if (second < oldest) this.ownSeconds.delete(second)
+    const month = monthStartOf(startedAt)
+    for (const day of this.ownDays.keys()) if (day < month) this.ownDays.delete(day)
+  }
+
+  private addSecond(second: number, requests: number, tokens: number) {
+    const sums = this.ownSeconds.get(second)
+    if (sums) {
+      sums[0] += requests
+      sums[1] += tokens
+    } else this.ownSeconds.set(second, [requests, tokens])
+  }
+
+  private addDay(day: number, usd: number) {
+    this.ownDays.set(day, (this.ownDays.get(day) ?? 0) + usd)
+  }
+
+  take(now: number, reserveUsd: number): LimitTicket {
+    const second = Math.floor(now / 1000)
+    const day = now - (now % dayMs)
+    const ticket: LimitTicket = { ledger: this, second, day, tokens: 0, usd: reserveUsd, settled: false, committedAt: undefined }
+    this.addSecond(second, 1, 0)
+    if (reserveUsd !== 0) this.addDay(day, reserveUsd)
+    this.open.add(ticket)
+    return ticket
+  }
+
+  settle(ticket: LimitTicket, tokens: number, usd: number) {
+    if (ticket.settled) return
+    ticket.settled = true
+    if (tokens !== 0) this.addSecond(ticket.second, 0, tokens)
+    if (usd !== ticket.usd) this.addDay(ticket.day, usd - ticket.usd)
+    ticket.tokens = tokens
+    ticket.usd = usd
+  }
+
+  /** The ticket's row is in the database's view now: its own share goes. */
+  private forget(ticket: LimitTicket) {
+    this.open.delete(ticket)
+    this.addSecond(ticket.second, -1, -ticket.tokens)
+    if (ticket.usd !== 0) this.addDay(ticket.day, -ticket.usd)
+  }
+
+  totals(now: number): Totals {
+    const first = Math.floor(now / 1000) - windowSeconds + 1
+    let requests = 0
+    let tokens = 0
+    for (const [second, sums] of this.shownSeconds) {
+      if (second < first) continue
+      requests += sums[0]
+      tokens += sums[1]
+    }
+    for (const [second, sums] of this.ownSeconds) {
+      if (second < first) continue
+      requests += sums[0]
+      tokens += sums[1]
+    }
+    const today = now - (now % dayMs)
+    const month = monthStartOf(now)
+    let usdMonth = 0
+    for (const [day, usd] of this.shownDays) if (day >= month) usdMonth += usd
+    for (const [day, usd] of this.ownDays) if (day >= month) usdMonth += usd
+    return { requests, tokens, usdToday: (this.shownDays.get(today) ?? 0) + (this.ownDays.get(today) ?? 0), usdMonth }
+  }
+
+  /**
+   * Seconds until the minute window frees room for `over` more (requests or tokens: `index`): the
+   * oldest seconds leave first. At least 1.
+   */
+  secondsUntilFreed(now: number, index: 0 | 1, over: number): number {
+    const nowSecond = Math.floor(now / 1000)
+    const first = nowSecond - windowSeconds + 1
+    const bySecond = new Map<number, number>()
+    for (const source of [this.shownSeconds, this.ownSeconds]) {
+      for (const [second, sums] of source) if (second >= first && sums[index] !== 0) bySecond.set(second, (bySecond.get(second) ?? 0) + sums[index])
+    }
+    let freed = 0
+    for (const second of [...bySecond.keys()].sort((left, right) => left - right)) {
+      freed += bySecond.get(second)!
+      if (freed >= over) return Math.max(1, second + windowSeconds - nowSecond)
+    }
+    return windowSeconds
+  }
+}
+
+/** The headers every answer of a limited key carries, and a refusal when a window is full. */
+export interface Admission {
+  ticket: LimitTicket | undefined
+  headers: { 'ratelimit-policy': string; ratelimit: string }
+  refusal: RouterError | undefined
+}
+
+/** A structured-field decimal (at most three fractional digits), rounded down for what is left. */
+function decimal(value: number, down = false): string {
+  const scaled = down ? Math.floor(value * 1000 + 1e-9) : Math.round(value * 1000)
+  return String(Math.max(0, scaled) / 1000)
+}
+
+interface Window {
+  name: 'rpm' | 'tpm' | 'usd-day' | 'usd-month'
+  limit: number
+  used: number
+  windowSeconds: number
+  resetSeconds: number
+}
+
+export class KeyLimiter {
+  private readonly ledgers = new Map<string, KeyLedger>()
+  private timer: ReturnType<typeof setInterval> | undefined
+  private syncing = false
+
+  constructor(
+    private readonly read: KeyWindowsReader,
+    private readonly options: { syncMs: number; coverAllowanceMs: () => number; onError?: (error: unknown) => void },
+  ) {}
+
+  private ledger(keyId: string, workspaceId: string): KeyLedger {
+    let ledger = this.ledgers.get(keyId)
+    if (!ledger) this.ledgers.set(keyId, (ledger = new KeyLedger(keyId, workspaceId)))
+    return ledger
+  }
+
+  /** Reads what the database shows for these ledgers (one workspace), covering the own tickets it now holds. */
+  private async readShown(workspaceId: string, ledgers: KeyLedger[]): Promise<void> {
+    const startedAt = Date.now()
+    const windows = new Map(await this.read(workspaceId, ledgers.map((ledger) => ledger.keyId), (Math.floor(startedAt / 1000) - windowSeconds) * 1000, monthStartOf(startedAt)))
+    const allowance = this.options.coverAllowanceMs()
+    for (const ledger of ledgers) ledger.shown(windows.get(ledger.keyId), startedAt, allowance)
+  }
+
+  private ready(ledger: KeyLedger): Promise<void> | undefined {
+    if (ledger.readAt !== 0) return undefined
+    ledger.loading ??= this.readShown(ledger.workspaceId, [ledger]).finally(() => (ledger.loading = undefined))
+    return ledger.loading
+  }
+
+  /**
+   * Admits a request of a limited key, or says which window is full. `reserveUsd`: its worst-case
+   * cost (0 when it has none, or the key has no USD cap). Awaits the first read of the key's ledger.
+   */
+  async admit(keyId: string, workspaceId: string, limits: KeyLimits, reserveUsd: number): Promise<Admission> {
+    // The reads again start with the first limited key's first request: a node without any never reads.
+    if (!this.timer) this.start()
+    const ledger = this.ledger(keyId, workspaceId)
+    const loading = this.ready(ledger)
+    if (loading) await loading
+    const now = Date.now()
+    ledger.usedAt = now
+    const totals = ledger.totals(now)
+    const windows = this.windows(ledger, limits, totals, now)
+    const full = windows.find((window) => window.used >= window.limit)
+    if (full) {
+      const retryAfter = full.name === 'rpm' ? ledger.secondsUntilFreed(now, 0, full.used - full.limit + 1) : full.name === 'tpm' ? ledger.secondsUntilFreed(now, 1, full.used - full.limit + 1) : full.resetSeconds
+      const code = full.name === 'rpm' || full.name === 'tpm' ? 'key_rate_limited' : 'key_budget_exhausted'
+      const message =
+        full.name === 'rpm'
+          ? `This key's limit of ${full.limit} requests per minute is reached.`
+          : full.name === 'tpm'
+            ? `This key's limit of ${full.limit} tokens per minute is reached.`
+            : full.name === 'usd-day'
+              ? `This key's spend cap of $${full.limit} per UTC day is reached.`
+              : `This key's spend cap of $${full.limit} per UTC month is reached.`
+      return { ticket: undefined, headers: this.headers(windows), refusal: new RouterError(code, message, { 'Retry-After': String(retryAfter) }) }
+    }
+    const ticket = ledger.take(now, reserveUsd)
+    // The headers count this request (and its reservation) in.
+    for (const window of windows) {
+      if (window.name === 'rpm') window.used += 1
+      else if (window.name === 'usd-day' || window.name === 'usd-month') window.used += reserveUsd
+    }
+    return { ticket, headers: this.headers(windows), refusal: undefined }
+  }
+
+  private windows(ledger: KeyLedger, limits: KeyLimits, totals: Totals, now: number): Window[] {
+    const windows: Window[] = []
+    const minuteReset = (index: 0 | 1, used: number) => (used > 0 ? ledger.secondsUntilFreed(now, index, 1) : 0)
+    if (limits.requestsPerMinute !== null) windows.push({ name: 'rpm', limit: limits.requestsPerMinute, used: totals.requests, windowSeconds: 60, resetSeconds: minuteReset(0, totals.requests) })
+    if (limits.tokensPerMinute !== null) windows.push({ name: 'tpm', limit: limits.tokensPerMinute, used: totals.tokens, windowSeconds: 60, resetSeconds: minuteReset(1, totals.tokens) })
+    if (limits.usdPerDay !== null) {
+      windows.push({ name: 'usd-day', limit: limits.usdPerDay, used: totals.usdToday, windowSeconds: 86_400, resetSeconds: Math.ceil((now - (now % dayMs) + dayMs - now) / 1000) })
+    }
+    if (limits.usdPerMonth !== null) {
+      const month = monthStartOf(now)
+      const next = nextMonthStartOf(now)
+      windows.push({ name: 'usd-month', limit: limits.usdPerMonth, used: totals.usdMonth, windowSeconds: (next - month) / 1000, resetSeconds: Math.ceil((next - now) / 1000) })
+    }
+    return windows
+  }
+
+  /** IETF RateLimit fields: every limit set, and the one with the least room left. */
+  private headers(windows: Window[]): Admission['headers'] {
+    const policy = windows.map((window) => `"${window.name}";q=${window.name.startsWith('usd') ? decimal(window.limit) : window.limit};w=${window.windowSeconds}`).join(', ')
+    let tightest = windows[0]!
+    for (const window of windows) if ((window.limit - window.used) / window.limit < (tightest.limit - tightest.used) / tightest.limit) tightest = window
+    const left = Math.max(0, tightest.limit - tightest.used)
+    const remaining = tightest.name.startsWith('usd') ? decimal(left, true) : String(Math.floor(left))
+    return { 'ratelimit-policy': policy, ratelimit: `"${tightest.name}";r=${remaining};t=${tightest.resetSeconds}` }
+  }
+
+  /** The request finished: its tokens and actual cost (0 when none was reported) replace its reservation. */
+  settle(ticket: LimitTicket, tokens: number, usd: number) {
+    ticket.ledger.settle(ticket, tokens, usd)
+  }
+
+  /** Its row was committed (the log queue's flush). */
+  committed(ticket: LimitTicket, at = Date.now()) {
+    ticket.committedAt ??= at
+  }
+
+  /** The key object's `limit_state`: what admission counts now; undefined for a key this node keeps no ledger of. */
+  liveState(keyId: string, now = Date.now()): LimitState | undefined {
+    const ledger = this.ledgers.get(keyId)
+    if (!ledger || ledger.readAt === 0) return undefined
+    const totals = ledger.totals(now)
+    return { requests_last_minute: totals.requests, tokens_last_minute: totals.tokens, usd_today: totals.usdToday, usd_this_month: totals.usdMonth }
+  }
+
+  /** Whether any limited key has a ledger here (nothing to do for a node whose keys have no limits). */
+  get active(): boolean {
+    return this.ledgers.size > 0
+  }
+
+  /**
+   * Reads the database's view again for the ledgers in use. A ledger idle for two minutes with nothing
+   * of its own left is dropped (its key's next request reads it afresh), so a key whose limits were
+   * removed, whose requests no longer come here, stops being read.
+   */
+  async sync(): Promise<void> {
+    if (this.syncing) return
+    this.syncing = true
+    try {
+      const now = Date.now()
+      const byWorkspace = new Map<string, KeyLedger[]>()
+      for (const [keyId, ledger] of this.ledgers) {
+        if (ledger.open.size === 0 && now - ledger.usedAt > 120_000) {
+          this.ledgers.delete(keyId)
+          continue
+        }
+        if (ledger.readAt === 0) continue
+        const list = byWorkspace.get(ledger.workspaceId)
+        if (list) list.push(ledger)
+        else byWorkspace.set(ledger.workspaceId, [ledger])
+      }
+      for (const [workspaceId, ledgers] of byWorkspace) await this.readShown(workspaceId, ledgers)
+    } catch (error) {
+      this.options.onError?.(error)
+    } finally {
+      this.syncing = false
+    }
+  }
+
+  start() {
+    if (this.timer) return
+    this.timer = setInterval(() => {
+      if (this.ledgers.size > 0) void this.sync()
+    }, this.options.syncMs)
+    this.timer.unref?.()
+  }
+
+  stop() {
+    if (this.timer) clearInterval(this.timer)
+    this.timer = undefined
+  }
+}
