@@ -66,8 +66,9 @@ export function limitsProblem(value: unknown): string | undefined {
   for (const [name, field] of Object.entries(value as Record<string, unknown>)) {
     if (!(limitFields as readonly string[]).includes(name)) return `Invalid limits.${name}: unknown field; expected requests_per_minute, tokens_per_minute, usd_per_day or usd_per_month.`
     if (field === null) continue
-    if (typeof field !== 'number' || !Number.isFinite(field) || field <= 0) return `Invalid limits.${name}: expected a positive number, or null for no limit.`
-    if ((name === 'requests_per_minute' || name === 'tokens_per_minute') && !Number.isInteger(field)) return `Invalid limits.${name}: expected a whole number of at least 1, or null for no limit.`
+    if (name === 'requests_per_minute' || name === 'tokens_per_minute') {
+      if (typeof field !== 'number' || !Number.isSafeInteger(field) || field < 1) return `Invalid limits.${name}: expected a whole number of at least 1, or null for no limit.`
+    } else if (typeof field !== 'number' || !Number.isFinite(field) || field <= 0) return `Invalid limits.${name}: expected a positive number, or null for no limit.`
   }
   return undefined
 }
