@@ -24,6 +24,7 @@ import { readUsageFromBody } from '../src/pipeline/answer/respond'
 import { logRequest } from '../src/pipeline/answer/finish'
 import { scanReply } from '../src/dialects/reply-shape'
 import type { InferenceDeps } from '../src/pipeline/types'
+import { admitLimited } from '../src/pipeline/limits/admission'
 
 const heapSuffix = ' (heap)'
 
@@ -119,6 +120,45 @@ export async function runStages(): Promise<StageResult[]> {
       context.gateway = 'openai'
       context.readyAt = performance.now()
       logRequest(context, deps, 200, undefined)
+    })
+
+    // A key with limits (CONTRACT §11): its admission (worst case priced over the plan, the ledger's
+    // windows) and its settlement, which a key without limits never reaches. A key without limits
+    // pays one property read for all of it (answer.ts). The ledger is read again now and then,
+    // as the sync timer does, so the own shares of committed requests leave it.
+    runtime.repositories.gatewayCatalogs.replaceCatalog('openai', Date.now(), [
+      { modelId: 'gpt-4o-mini', canonicalId: 'openai/gpt-4o-mini', object: JSON.stringify({ id: 'gpt-4o-mini', pricing: { prompt: '0.00000015', completion: '0.0000006' } }) },
+    ])
+    const limitedKey = await manage('/api/v1/keys', { routing: { targets: [{ provider_key_id: provider.id }] } })
+    await app.handle(
+      new Request(`http://bench/api/v1/keys/${limitedKey.id}`, {
+        method: 'PATCH',
+        headers: { authorization: `Bearer ${managementKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ limits: { requests_per_minute: 1_000_000_000, tokens_per_minute: 1_000_000_000, usd_per_day: 1_000_000 } }),
+      }),
+    )
+    const limitedSnapshot = await runtime.snapshots.fresh()
+    const limitedHeaders = new Headers({ authorization: `Bearer ${limitedKey.key}` })
+    const limited = authenticate(limitedSnapshot, presentedKey(limitedHeaders, null), caller, Date.now())
+    const parsedChat = { model: 'openai/gpt-4o-mini', stream: false, operation: 'chat' as const, upstreamBody: JSON.parse(chatBody) as Record<string, unknown>, siblings: { adRequest: undefined, linkRequest: undefined } }
+    let admitted = 0
+    const settleLimited = (context: { limitTicket?: import('../src/pipeline/limits/ledger').LimitTicket }) => {
+      const ticket = context.limitTicket!
+      runtime.limiter.settle(ticket, 380, 0.000126)
+      runtime.limiter.committed(ticket)
+      // The sync timer's read (once a second in the service, whatever the rate): amortised here.
+      if (++admitted % 65536 === 0) return runtime.limiter.sync()
+    }
+    stage('limits: admit + settle (a key with limits only)', () => {
+      const context = new RequestContext('chat', 'chat', undefined, undefined, false) as import('../src/pipeline/request/context').AuthenticatedContext
+      context.key = limited.key
+      context.workspace = limited.workspace
+      context.snapshot = limitedSnapshot
+      context.requestBody = chatBody
+      const refusal = admitLimited(context, deps, limited.key.limits!, parsedChat)
+      if (refusal instanceof Promise) return refusal.then(() => settleLimited(context))
+      do_not_optimize(refusal)
+      return settleLimited(context)
     })
 
     // Each stage twice: timed as it runs (no forced collection inside the loop, which would be timed

@@ -167,7 +167,7 @@ describe('spend caps', () => {
     // Worst case of one request: a prompt estimate (the body's characters / 4) at $1/M plus 1,000
     // max_tokens at $4/M. The cap is 20 of them.
     const body = { max_tokens: 1000 }
-    const promptEstimate = Math.ceil(JSON.stringify({ model: 'gpt-4o-mini', messages, max_tokens: 1000 }).length / 4)
+    const promptEstimate = Math.ceil(JSON.stringify({ model: 'openai/gpt-4o-mini', messages, ...body }).length / 4)
     const worst = promptEstimate * 0.000001 + 1000 * 0.000004
     // Admitted while the day's spend and reservations are under the cap: 19.5 worst cases let 20 through.
     const key = await limitedKey(env, { usd_per_day: Number((19.5 * worst).toFixed(9)) })

@@ -141,7 +141,8 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
     // A key with limits is admitted before any upstream call; a key without any never looks further.
     const limits = context.key.limits
     if (limits) {
-      const refusal = await admitLimited(context, deps, limits, parsed)
+      let refusal = admitLimited(context, deps, limits, parsed)
+      if (refusal instanceof Promise) refusal = await refusal
       if (refusal) return failWith(context, deps, refusal)
     }
     const pipeline = context.key.pipeline

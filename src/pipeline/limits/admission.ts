@@ -11,10 +11,11 @@ import type { AuthenticatedContext } from '../request/context'
 import type { PlannedAttempt } from '../routing/plan-route'
 import type { InferenceDeps } from '../types'
 import type { KeyLimits } from './key-limits'
+import type { Admission } from './ledger'
 
 /** `max_tokens` when the request names none (CONTRACT §11). */
 export const defaultMaxTokens = 4096
-/** A prompt estimate: characters of the body as it goes upstream, about four to a token. */
+/** A prompt estimate: characters of the request body, about four to a token (the JSON around the text makes it an overestimate). */
 const charactersPerToken = 4
 
 /** The completion tokens a request may use at most: what it asks for, else the default; none for embeddings. */
@@ -39,33 +40,41 @@ function worstCost(context: AuthenticatedContext, step: PlannedAttempt, promptTo
  * Admits the request or answers why not (a refusal to send in the key's envelope). Sets the
  * RateLimit headers, the ticket its finish settles, and (USD caps) which targets may be tried.
  */
-export async function admitLimited(context: AuthenticatedContext, deps: InferenceDeps, limits: KeyLimits, parsed: ParsedRequest): Promise<RouterError | undefined> {
+export function admitLimited(context: AuthenticatedContext, deps: InferenceDeps, limits: KeyLimits, parsed: ParsedRequest): RouterError | undefined | Promise<RouterError | undefined> {
   const limiter = deps.limiter
   let reserve = 0
   const usdCap = limits.usdPerDay !== null || limits.usdPerMonth !== null
   // A retrieval (pinned to the provider key holding a response) bills nothing.
   if (usdCap && !parsed.pinnedStep) {
     const steps = cachedPlan(context.snapshot, context.key, { operation: parsed.operation, model: parsed.model, pinnedProviderKeyId: parsed.pinnedProviderKeyId }, deps.random).steps
-    const promptTokens = Math.ceil(JSON.stringify(parsed.upstreamBody).length / charactersPerToken)
+    // The client's body as read (every dialect keeps it on the context), else the body as it goes upstream.
+    const promptTokens = Math.ceil((context.requestBody?.length ?? JSON.stringify(parsed.upstreamBody).length) / charactersPerToken)
     const completionTokens = maxCompletionTokens(parsed)
-    const priced = new Set<string>()
-    let anyAttempt = false
+    let attempts = 0
+    let unpriced: PlannedAttempt[] | undefined
     for (const step of steps) {
       if (step.kind !== 'attempt') continue
-      anyAttempt = true
+      attempts++
       const cost = worstCost(context, step, promptTokens, completionTokens)
-      if (cost === undefined) continue
-      priced.add(`${step.provider.id}\u0000${step.model}`)
-      reserve = Math.max(reserve, cost)
+      if (cost === undefined) (unpriced ??= []).push(step)
+      else if (cost > reserve) reserve = cost
     }
-    if (anyAttempt && priced.size === 0) {
-      return new RouterError('key_budget_unpriced_model', `This key has a spend cap, and no target of it lists a price for ${parsed.model}: its cost could not be counted.`, {
-        'Retry-After': String(unpricedRetrySeconds(context, steps)),
-      })
+    if (unpriced) {
+      if (unpriced.length === attempts) {
+        return new RouterError('key_budget_unpriced_model', `This key has a spend cap, and no target of it lists a price for ${parsed.model}: its cost could not be counted.`, {
+          'Retry-After': String(unpricedRetrySeconds(context, steps)),
+        })
+      }
+      // Passed over: the same provider key and model as an unpriced step of the plan.
+      const passed = unpriced
+      context.allowStep = (step) => !passed.some((other) => other.provider.id === step.provider.id && other.model === step.model)
     }
-    if (anyAttempt) context.allowStep = (step) => priced.has(`${step.provider.id}\u0000${step.model}`)
   }
-  const admission = await limiter.admit(context.key.id, context.key.workspaceId, limits, reserve)
+  const admission = limiter.admit(context.key.id, context.key.workspaceId, limits, reserve)
+  return admission instanceof Promise ? admission.then((ready) => admitted(context, ready)) : admitted(context, admission)
+}
+
+function admitted(context: AuthenticatedContext, admission: Admission): RouterError | undefined {
   context.headers['ratelimit-policy'] = admission.headers['ratelimit-policy']
   context.headers.ratelimit = admission.headers.ratelimit
   if (admission.refusal) return admission.refusal

@@ -56,6 +56,9 @@ interface Totals {
   tokens: number
   usdToday: number
   usdMonth: number
+  /** The oldest second in the window that holds requests (tokens); Infinity when none does. */
+  oldestRequests: number
+  oldestTokens: number
 }
 
 type SecondSums = [requests: number, tokens: number]
@@ -71,6 +74,8 @@ export class KeyLedger {
   private ownSeconds = new Map<number, SecondSums>()
   private ownDays = new Map<number, number>()
   readonly open = new Set<LimitTicket>()
+  /** The RateLimit-Policy field of the limits it was last built for (the same until the key's limits change). */
+  policy: { limits: KeyLimits; text: string } | undefined
   /** When the last read began (Date.now()); 0: not read yet. */
   readAt = 0
   loading: Promise<void> | undefined
@@ -138,22 +143,26 @@ export class KeyLedger {
     const first = Math.floor(now / 1000) - windowSeconds + 1
     let requests = 0
     let tokens = 0
-    for (const [second, sums] of this.shownSeconds) {
-      if (second < first) continue
+    let oldestRequests = Infinity
+    let oldestTokens = Infinity
+    const add = (sums: SecondSums, second: number) => {
+      if (second < first) return
       requests += sums[0]
       tokens += sums[1]
+      if (sums[0] > 0 && second < oldestRequests) oldestRequests = second
+      if (sums[1] > 0 && second < oldestTokens) oldestTokens = second
     }
-    for (const [second, sums] of this.ownSeconds) {
-      if (second < first) continue
-      requests += sums[0]
-      tokens += sums[1]
-    }
+    this.shownSeconds.forEach(add)
+    this.ownSeconds.forEach(add)
     const today = now - (now % dayMs)
     const month = monthStartOf(now)
     let usdMonth = 0
-    for (const [day, usd] of this.shownDays) if (day >= month) usdMonth += usd
-    for (const [day, usd] of this.ownDays) if (day >= month) usdMonth += usd
-    return { requests, tokens, usdToday: (this.shownDays.get(today) ?? 0) + (this.ownDays.get(today) ?? 0), usdMonth }
+    const addDay = (usd: number, day: number) => {
+      if (day >= month) usdMonth += usd
+    }
+    this.shownDays.forEach(addDay)
+    this.ownDays.forEach(addDay)
+    return { requests, tokens, usdToday: (this.shownDays.get(today) ?? 0) + (this.ownDays.get(today) ?? 0), usdMonth, oldestRequests, oldestTokens }
   }
 
   /**
@@ -231,12 +240,16 @@ export class KeyLimiter {
    * Admits a request of a limited key, or says which window is full. `reserveUsd`: its worst-case
    * cost (0 when it has none, or the key has no USD cap). Awaits the first read of the key's ledger.
    */
-  async admit(keyId: string, workspaceId: string, limits: KeyLimits, reserveUsd: number): Promise<Admission> {
+  admit(keyId: string, workspaceId: string, limits: KeyLimits, reserveUsd: number): Admission | Promise<Admission> {
     // The reads again start with the first limited key's first request: a node without any never reads.
     if (!this.timer) this.start()
     const ledger = this.ledger(keyId, workspaceId)
     const loading = this.ready(ledger)
-    if (loading) await loading
+    // Synchronous once the ledger has been read: no promise on a limited key's every request.
+    return loading ? loading.then(() => this.decide(ledger, limits, reserveUsd)) : this.decide(ledger, limits, reserveUsd)
+  }
+
+  private decide(ledger: KeyLedger, limits: KeyLimits, reserveUsd: number): Admission {
     const now = Date.now()
     ledger.usedAt = now
     const totals = ledger.totals(now)
@@ -253,22 +266,26 @@ export class KeyLimiter {
             : full.name === 'usd-day'
               ? `This key's spend cap of $${full.limit} per UTC day is reached.`
               : `This key's spend cap of $${full.limit} per UTC month is reached.`
-      return { ticket: undefined, headers: this.headers(windows), refusal: new RouterError(code, message, { 'Retry-After': String(retryAfter) }) }
+      return { ticket: undefined, headers: this.headers(ledger, limits, windows), refusal: new RouterError(code, message, { 'Retry-After': String(retryAfter) }) }
     }
     const ticket = ledger.take(now, reserveUsd)
     // The headers count this request (and its reservation) in.
     for (const window of windows) {
-      if (window.name === 'rpm') window.used += 1
-      else if (window.name === 'usd-day' || window.name === 'usd-month') window.used += reserveUsd
+      if (window.name === 'rpm') {
+        window.used += 1
+        if (window.resetSeconds === 0) window.resetSeconds = windowSeconds
+      } else if (window.name === 'usd-day' || window.name === 'usd-month') window.used += reserveUsd
     }
-    return { ticket, headers: this.headers(windows), refusal: undefined }
+    return { ticket, headers: this.headers(ledger, limits, windows), refusal: undefined }
   }
 
   private windows(ledger: KeyLedger, limits: KeyLimits, totals: Totals, now: number): Window[] {
     const windows: Window[] = []
-    const minuteReset = (index: 0 | 1, used: number) => (used > 0 ? ledger.secondsUntilFreed(now, index, 1) : 0)
-    if (limits.requestsPerMinute !== null) windows.push({ name: 'rpm', limit: limits.requestsPerMinute, used: totals.requests, windowSeconds: 60, resetSeconds: minuteReset(0, totals.requests) })
-    if (limits.tokensPerMinute !== null) windows.push({ name: 'tpm', limit: limits.tokensPerMinute, used: totals.tokens, windowSeconds: 60, resetSeconds: minuteReset(1, totals.tokens) })
+    // Until the oldest second that holds any leaves the window (0 when none does).
+    const nowSecond = Math.floor(now / 1000)
+    const minuteReset = (oldest: number) => (oldest === Infinity ? 0 : Math.max(1, oldest + windowSeconds - nowSecond))
+    if (limits.requestsPerMinute !== null) windows.push({ name: 'rpm', limit: limits.requestsPerMinute, used: totals.requests, windowSeconds: 60, resetSeconds: minuteReset(totals.oldestRequests) })
+    if (limits.tokensPerMinute !== null) windows.push({ name: 'tpm', limit: limits.tokensPerMinute, used: totals.tokens, windowSeconds: 60, resetSeconds: minuteReset(totals.oldestTokens) })
     if (limits.usdPerDay !== null) {
       windows.push({ name: 'usd-day', limit: limits.usdPerDay, used: totals.usdToday, windowSeconds: 86_400, resetSeconds: Math.ceil((now - (now % dayMs) + dayMs - now) / 1000) })
     }
@@ -281,8 +298,14 @@ export class KeyLimiter {
   }
 
   /** IETF RateLimit fields: every limit set, and the one with the least room left. */
-  private headers(windows: Window[]): Admission['headers'] {
-    const policy = windows.map((window) => `"${window.name}";q=${window.name.startsWith('usd') ? decimal(window.limit) : window.limit};w=${window.windowSeconds}`).join(', ')
+  private headers(ledger: KeyLedger, limits: KeyLimits, windows: Window[]): Admission['headers'] {
+    // The month's window length changes with the month: the field is built again when it does.
+    let policy = ledger.policy?.limits === limits ? ledger.policy.text : undefined
+    const text = () => windows.map((window) => `"${window.name}";q=${window.name.startsWith('usd') ? decimal(window.limit) : window.limit};w=${window.windowSeconds}`).join(', ')
+    if (policy === undefined || limits.usdPerMonth !== null) {
+      policy = text()
+      ledger.policy = { limits, text: policy }
+    }
     let tightest = windows[0]!
     for (const window of windows) if ((window.limit - window.used) / window.limit < (tightest.limit - tightest.used) / tightest.limit) tightest = window
     const left = Math.max(0, tightest.limit - tightest.used)
