@@ -99,6 +99,10 @@ const beforeKeyCodes: ErrorCode[] = ['invalid_api_key', 'revoked_api_key', 'ip_n
 const authCodes: ErrorCode[] = [...beforeKeyCodes, 'internal']
 const bodyCodes: ErrorCode[] = ['invalid_request', 'invalid_json', 'request_too_large']
 const routingCodes: ErrorCode[] = [
+  // A key's own limits (CONTRACT §11), before any upstream call; 429s carry Retry-After.
+  'key_rate_limited',
+  'key_budget_exhausted',
+  'key_budget_unpriced_model',
   'batch_only_model',
   'no_route',
   'all_targets_failed_402',
