@@ -125,7 +125,7 @@ export async function runStages(): Promise<StageResult[]> {
     // A key with limits (CONTRACT §11): its admission (worst case priced over the plan, the ledger's
     // windows) and its settlement, which a key without limits never reaches. A key without limits
     // pays one property read for all of it (answer.ts). The ledger is read again now and then,
-    // as the sync timer does, so the own shares of committed requests leave it.
+    // as the sync timer does, so the own shares of logged requests leave it.
     runtime.repositories.gatewayCatalogs.replaceCatalog('openai', Date.now(), [
       { modelId: 'gpt-4o-mini', canonicalId: 'openai/gpt-4o-mini', object: JSON.stringify({ id: 'gpt-4o-mini', pricing: { prompt: '0.00000015', completion: '0.0000006' } }) },
     ])
@@ -145,7 +145,6 @@ export async function runStages(): Promise<StageResult[]> {
     const settleLimited = (context: { limitTicket?: import('../src/pipeline/limits/ledger').LimitTicket }) => {
       const ticket = context.limitTicket!
       runtime.limiter.settle(ticket, 380, 0.000126)
-      runtime.limiter.committed(ticket)
       // The sync timer's read (once a second in the service, whatever the rate): amortised here.
       if (++admitted % 65536 === 0) return runtime.limiter.sync()
     }

@@ -9,8 +9,8 @@ import { createRepositories, type ConfigChange, type Repositories } from './stor
 import type { AppDeps } from './api/deps'
 import { createSnapshotStore, type SnapshotStore } from './pipeline/read-model/snapshot'
 import { McpServers } from './pipeline/stages/mcp-servers'
-import { createRequestLogQueue, type LogEntry, type RequestLogQueue } from './pipeline/log/log-request'
-import { KeyLimiter, type LimitTicket } from './pipeline/limits/ledger'
+import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log/log-request'
+import { KeyLimiter } from './pipeline/limits/ledger'
 import { RoleWatcher } from './cluster/role'
 import { Writer } from './cluster/writer'
 import { spoolPath } from './cluster/spool'
@@ -92,19 +92,8 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
   const usage = createUsageReader(reads)
   const limiter = new KeyLimiter(usage.keyWindows, {
     syncMs: config.limitSyncMs,
-    // A replica's rows are the primary's to commit and LiteFS's to bring back: its own share stays
-    // counted two sync periods past their shipping, rather than risk a moment of counting them nowhere.
-    coverAllowanceMs: () => (writer.replica ? 2 * config.limitSyncMs : 0),
     onError: (error) => logger.warn('limit_sync_failed', { error: error instanceof Error ? error.message : String(error) }),
   })
-  // Limited keys' requests: their rows are committed, so the next read of the database counts them.
-  const committed = (entries: readonly LogEntry[]) => {
-    if (!limiter.active) return
-    for (const entry of entries) {
-      const ticket = (entry as { limitTicket?: LimitTicket }).limitTicket
-      if (ticket) limiter.committed(ticket)
-    }
-  }
   return {
     config,
     storage,
@@ -116,7 +105,7 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
     onConfigWrite,
     masterKeyCreated: created,
     snapshots,
-    logQueue: createRequestLogQueue(writer, metrics, logger, undefined, undefined, committed),
+    logQueue: createRequestLogQueue(writer, metrics, logger),
     limiter,
     writer,
     roles,

@@ -20,7 +20,7 @@ import { spooledRows, spoolPath } from './spool'
 
 export interface NodeOptions {
   scheduler?: SchedulerOptions
-  /** How often the shipper looks at the spool; default 250 ms. */
+  /** How often the shipper looks at the spool; default a quarter of RT_LIMIT_SYNC_MS, at most 250 ms. */
   shipIntervalMs?: number
   /** How often `.primary` is read; default 250 ms. */
   roleIntervalMs?: number
@@ -136,7 +136,9 @@ export class ClusterNode {
       logger: runtime.logger,
       metrics: runtime.metrics,
     })
-    this.shipper.start(this.options.shipIntervalMs)
+    // Key limits (CONTRACT §11) see another node's requests once their rows are on the primary: with a
+    // short RT_LIMIT_SYNC_MS the rows go there as often, a quarter of it (250 ms at the default).
+    this.shipper.start(this.options.shipIntervalMs ?? Math.min(250, Math.max(10, Math.floor(config.limitSyncMs / 4))))
   }
 
   private async startPrimaryDuties(): Promise<void> {

@@ -41,7 +41,7 @@ export function limitStates(deps: ManagementDeps, workspaceId: string, keyIds: r
   const now = deps.now().getTime()
   const first = Math.floor(now / 1000) - 59
   const today = now - (now % 86_400_000)
-  const windows = deps.repositories.requestLogs.keyWindows(workspaceId, unknown, first * 1000, monthStartOf(now))
+  const { windows } = deps.repositories.requestLogs.keyWindows(workspaceId, unknown, first * 1000, monthStartOf(now))
   for (const id of unknown) {
     const window = windows.get(id)
     let requests = 0

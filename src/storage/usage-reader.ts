@@ -14,7 +14,7 @@ export type UsageQuery =
   | { op: 'breakdown'; filter: UsageFilter; by: 'model' | 'gateway'; limit: number }
   | { op: 'recent'; filter: RecentFilter }
   | { op: 'tokens'; filter: UsageFilter }
-  | { op: 'keyWindows'; workspaceId: string; keyIds: string[]; sinceMs: number; fromDayMs: number }
+  | { op: 'keyWindows'; workspaceId: string; keyIds: string[]; sinceMs: number; fromDayMs: number; own: { ids: string[]; sinceMs: number } }
 
 export type SummaryRow = ReturnType<RequestLogRepository['summary']>
 export type SeriesRow = ReturnType<RequestLogRepository['series']>[number]
@@ -34,9 +34,11 @@ export function runUsageQuery(logs: RequestLogRepository, query: UsageQuery): un
       return logs.recent(query.filter)
     case 'tokens':
       return logs.tokens(query.filter)
-    case 'keyWindows':
+    case 'keyWindows': {
       // A Map does not cross the thread as one: sent as entries.
-      return [...logs.keyWindows(query.workspaceId, query.keyIds, query.sinceMs, query.fromDayMs)]
+      const answer = logs.keyWindows(query.workspaceId, query.keyIds, query.sinceMs, query.fromDayMs, query.own)
+      return { windows: [...answer.windows], found: answer.found }
+    }
   }
 }
 
@@ -49,7 +51,7 @@ export interface UsageReader {
   /** Tokens by model and gateway (the dashboard's cost table). */
   tokens(filter: UsageFilter): Promise<TokensRow[]>
   /** Keys' usage against their limits (pipeline/limits). */
-  keyWindows(workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number): Promise<[string, KeyWindows][]>
+  keyWindows(workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number, own: { ids: string[]; sinceMs: number }): Promise<{ windows: [string, KeyWindows][]; found: string[] }>
 }
 
 export function createUsageReader(reads: ReadThread): UsageReader {
@@ -59,6 +61,6 @@ export function createUsageReader(reads: ReadThread): UsageReader {
     breakdown: (filter, by, limit) => reads.ask({ op: 'usage', query: { op: 'breakdown', filter, by, limit } }),
     recent: (filter) => reads.ask({ op: 'usage', query: { op: 'recent', filter } }),
     tokens: (filter) => reads.ask({ op: 'usage', query: { op: 'tokens', filter } }),
-    keyWindows: (workspaceId, keyIds, sinceMs, fromDayMs) => reads.ask({ op: 'usage', query: { op: 'keyWindows', workspaceId, keyIds, sinceMs, fromDayMs } }),
+    keyWindows: (workspaceId, keyIds, sinceMs, fromDayMs, own) => reads.ask({ op: 'usage', query: { op: 'keyWindows', workspaceId, keyIds, sinceMs, fromDayMs, own } }),
   }
 }

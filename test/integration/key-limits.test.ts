@@ -10,7 +10,7 @@ import { describe, expect, test } from 'bun:test'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { startGateways, type GatewaysEnv } from '../harness/gateways'
-import { chatCompletion } from '../harness/mock-gateway'
+import { chatChunks, chatCompletion } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
 import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
 
@@ -222,11 +222,58 @@ describe('spend caps', () => {
     expect(state.usd_this_month).toBeCloseTo(0.015, 9)
     // Another process on the same database: the spend is read back from the request log.
     const limiter = server.runtime.limiter
-    const fresh = new (limiter.constructor as new (...args: unknown[]) => typeof limiter)(server.runtime.usage.keyWindows, { syncMs: 1000, coverAllowanceMs: () => 0 })
+    const fresh = new (limiter.constructor as new (...args: unknown[]) => typeof limiter)(server.runtime.usage.keyWindows, { syncMs: 1000 })
     const entry = [...server.runtime.snapshots.current().keysByPrefix.values()].flat().find((candidate) => candidate.id === key.id)!
-    const admission = await fresh.admit(key.id, entry.workspaceId, entry.limits!, 0.001)
+    const admission = await fresh.admit(key.id, entry.workspaceId, entry.limits!, 0.001, crypto.randomUUID(), Date.now())
     expect(admission.refusal?.code).toBe('key_budget_exhausted')
     fresh.stop()
+  })
+
+  test('a stream settles to its reported usage; a stream the client leaves releases its reservation; a failed-over request costs what served it', async () => {
+    await using env = await startGateways(['openai', 'groq'])
+    const { server } = env
+    await priceCatalog(server)
+    server.runtime.repositories.gatewayCatalogs.replaceCatalog('groq', Date.now(), [{ modelId: 'openai/gpt-4o-mini', canonicalId: 'openai/gpt-4o-mini', object: JSON.stringify({ id: 'openai/gpt-4o-mini', pricing: { prompt: '0.000002', completion: '0.000008' } }) }])
+    await server.runtime.snapshots.fresh()
+    const key = await limitedKey(env, { usd_per_day: 1 })
+    const usdToday = async () => (await server.call('GET', `/api/v1/keys/${key.id}`)).body.data.limit_state.usd_today as number
+
+    // Streamed with usage: 11 prompt + 3 completion tokens.
+    const streamed = await chat(server, key.secret, { stream: true, max_tokens: 100 })
+    expect(streamed.status).toBe(200)
+    expect(streamed.headers.get('ratelimit-policy')).toBe('"usd-day";q=1;w=86400')
+    expect(streamed.text).toContain('[DONE]')
+    await Bun.sleep(20)
+    expect(await usdToday()).toBeCloseTo(11 * 0.000001 + 3 * 0.000004, 12)
+
+    // A stream the client leaves before usage arrives: nothing reported, so it settles to 0.
+    env.mocks.openai!.handle((request) => ({ sse: chatChunks(String(request.body?.model), ['a', 'b', 'c', 'd', 'e', 'f']), chunkDelayMs: 100 }))
+    const controller = new AbortController()
+    const response = await fetch(`${server.rootUrl}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...bearerHeader(key.secret), 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages, stream: true, max_tokens: 100000 }),
+      signal: controller.signal,
+    })
+    const reader = response.body!.getReader()
+    await reader.read()
+    // In flight, its worst case (100,000 completion tokens at $4/M = $0.40) is reserved.
+    expect(await usdToday()).toBeGreaterThan(0.4)
+    controller.abort()
+    await reader.read().catch(() => undefined)
+    for (let attempt = 0; attempt < 50 && (await usdToday()) > 0.01; attempt++) await Bun.sleep(20)
+    expect(await usdToday()).toBeCloseTo(11 * 0.000001 + 3 * 0.000004, 12)
+
+    // groq first (failing 503), openai serves: the cost is openai's.
+    const both = await createInferenceKey(server, { routing: { targets: [{ provider_key_id: env.providers.groq }, { provider_key_id: env.providers.openai }] } })
+    await server.call('PATCH', `/api/v1/keys/${both.id}`, { limits: { usd_per_month: 1 } })
+    env.mocks.groq!.handle(() => ({ status: 503, json: { error: { message: 'overloaded' } } }))
+    env.mocks.openai!.handle((request) => ({ json: chatCompletion(String(request.body?.model)) }))
+    const failedOver = await chat(server, both.key, { max_tokens: 10 })
+    expect(failedOver.status).toBe(200)
+    expect(failedOver.headers.get('x-router-provider')).toBe('openai')
+    const state = (await server.call('GET', `/api/v1/keys/${both.id}`)).body.data.limit_state
+    expect(state.usd_this_month).toBeCloseTo(11 * 0.000001 + 7 * 0.000004, 12)
   })
 
   test('an unpriced model on a USD-capped key: 400 key_budget_unpriced_model before any upstream call; a priced target beside an unpriced one is the only one tried', async () => {

@@ -70,7 +70,7 @@ export function admitLimited(context: AuthenticatedContext, deps: InferenceDeps,
       context.allowStep = (step) => !passed.some((other) => other.provider.id === step.provider.id && other.model === step.model)
     }
   }
-  const admission = limiter.admit(context.key.id, context.key.workspaceId, limits, reserve)
+  const admission = limiter.admit(context.key.id, context.key.workspaceId, limits, reserve, context.requestId, context.createdAt)
   return admission instanceof Promise ? admission.then((ready) => admitted(context, ready)) : admitted(context, admission)
 }
 

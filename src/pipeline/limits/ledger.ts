@@ -4,11 +4,13 @@
  * Each limited key has a ledger: what the database shows (requests and tokens per second over the
  * last minute, cost per UTC day this month: every node's rows, as this node's copy has them), read
  * on the read thread, plus this node's own requests the database does not show yet (admitted, in
- * flight, or logged since that read). A request is refused when a window is full; otherwise it
- * counts at once: one request, and for USD caps its worst-case cost as a reservation, which its
- * finish replaces with the actual cost and its tokens. Its own entry leaves the ledger once a read
- * of the database that began after its row was committed has come back: never counted twice, never
- * missing. Limited keys in use are read again every `RT_LIMIT_SYNC_MS`, which is what bounds what
+ * flight, or logged but not yet in this node's copy: on a replica the rows go to the primary and
+ * come back through LiteFS). A request is refused when a window is full; otherwise it counts at
+ * once: one request, and for USD caps its worst-case cost as a reservation, which its finish
+ * replaces with the actual cost and its tokens. The read also looks for the own finished requests'
+ * rows by their ids, in the same read transaction as the sums: those found leave the ledger, since
+ * the sums hold them now. So nothing is counted twice or missed, whatever the time the rows take to
+ * arrive. Limited keys in use are read again every `RT_LIMIT_SYNC_MS`, which is what bounds what
  * another node may admit unseen. Keys without limits have no ledger and pay nothing.
  *
  * The sums are kept per second and per day, so an admission costs a few map reads, whatever the rate.
@@ -35,11 +37,13 @@ export interface LimitTicket {
   readonly ledger: KeyLedger
   readonly second: number
   readonly day: number
+  /** The request's id: its request-log row's (X-Router-Request-Id). */
+  readonly requestId: string
+  /** Its row's `created_at` (the request's start, Unix ms). */
+  readonly createdAt: number
   tokens: number
   usd: number
   settled: boolean
-  /** When its row was committed (this node's database, or the primary's acknowledgement on a replica). */
-  committedAt: number | undefined
 }
 
 /** The key object's `limit_state` (CONTRACT §11). */
@@ -64,7 +68,7 @@ interface Totals {
 type SecondSums = [requests: number, tokens: number]
 
 /** Reads what the database shows for some of a workspace's keys (the read thread). */
-export type KeyWindowsReader = (workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number) => Promise<[string, KeyWindows][]>
+export type KeyWindowsReader = (workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number, own: { ids: string[]; sinceMs: number }) => Promise<{ windows: [string, KeyWindows][]; found: string[] }>
 
 export class KeyLedger {
   /** From the last read of the database. */
@@ -86,14 +90,19 @@ export class KeyLedger {
     readonly workspaceId: string,
   ) {}
 
-  /** The database's view, read at `startedAt`; the own requests committed before then are in it. */
-  shown(windows: KeyWindows | undefined, startedAt: number, coverAllowanceMs: number) {
+  /** The own finished requests whose rows a read may find. */
+  finished(): LimitTicket[] {
+    const list: LimitTicket[] = []
+    for (const ticket of this.open) if (ticket.settled) list.push(ticket)
+    return list
+  }
+
+  /** The database's view, read at `startedAt`, and which of the own requests (`asked`) it holds: those leave. */
+  shown(windows: KeyWindows | undefined, startedAt: number, asked: readonly LimitTicket[], found: ReadonlySet<string>) {
     this.shownSeconds = new Map((windows?.seconds ?? []).map(([second, requests, tokens]) => [second, [requests, tokens]]))
     this.shownDays = new Map(windows?.days ?? [])
     this.readAt = startedAt
-    for (const ticket of this.open) {
-      if (ticket.committedAt !== undefined && ticket.committedAt + coverAllowanceMs <= startedAt) this.forget(ticket)
-    }
+    for (const ticket of asked) if (found.has(ticket.requestId)) this.forget(ticket)
     // Own seconds out of the window and days before this month hold nothing that counts.
     const oldest = Math.floor(startedAt / 1000) - windowSeconds
     for (const second of this.ownSeconds.keys()) if (second < oldest) this.ownSeconds.delete(second)
@@ -113,10 +122,11 @@ export class KeyLedger {
     this.ownDays.set(day, (this.ownDays.get(day) ?? 0) + usd)
   }
 
-  take(now: number, reserveUsd: number): LimitTicket {
-    const second = Math.floor(now / 1000)
-    const day = now - (now % dayMs)
-    const ticket: LimitTicket = { ledger: this, second, day, tokens: 0, usd: reserveUsd, settled: false, committedAt: undefined }
+  take(now: number, reserveUsd: number, requestId: string, createdAt: number): LimitTicket {
+    // Counted in the second and day its row will be counted in (its created_at).
+    const second = Math.floor(createdAt / 1000)
+    const day = createdAt - (createdAt % dayMs)
+    const ticket: LimitTicket = { ledger: this, second, day, requestId, createdAt, tokens: 0, usd: reserveUsd, settled: false }
     this.addSecond(second, 1, 0)
     if (reserveUsd !== 0) this.addDay(day, reserveUsd)
     this.open.add(ticket)
@@ -213,7 +223,7 @@ export class KeyLimiter {
 
   constructor(
     private readonly read: KeyWindowsReader,
-    private readonly options: { syncMs: number; coverAllowanceMs: () => number; onError?: (error: unknown) => void },
+    private readonly options: { syncMs: number; onError?: (error: unknown) => void },
   ) {}
 
   private ledger(keyId: string, workspaceId: string): KeyLedger {
@@ -222,12 +232,22 @@ export class KeyLimiter {
     return ledger
   }
 
-  /** Reads what the database shows for these ledgers (one workspace), covering the own tickets it now holds. */
+  /** Reads what the database shows for these ledgers (one workspace), and which of their own finished requests it holds. */
   private async readShown(workspaceId: string, ledgers: KeyLedger[]): Promise<void> {
     const startedAt = Date.now()
-    const windows = new Map(await this.read(workspaceId, ledgers.map((ledger) => ledger.keyId), (Math.floor(startedAt / 1000) - windowSeconds) * 1000, monthStartOf(startedAt)))
-    const allowance = this.options.coverAllowanceMs()
-    for (const ledger of ledgers) ledger.shown(windows.get(ledger.keyId), startedAt, allowance)
+    const asked = ledgers.map((ledger) => ledger.finished())
+    let ownSince = startedAt
+    const ids: string[] = []
+    for (const list of asked) {
+      for (const ticket of list) {
+        ids.push(ticket.requestId)
+        if (ticket.createdAt < ownSince) ownSince = ticket.createdAt
+      }
+    }
+    const answer = await this.read(workspaceId, ledgers.map((ledger) => ledger.keyId), (Math.floor(startedAt / 1000) - windowSeconds) * 1000, monthStartOf(startedAt), { ids, sinceMs: ownSince })
+    const windows = new Map(answer.windows)
+    const found = new Set(answer.found)
+    ledgers.forEach((ledger, index) => ledger.shown(windows.get(ledger.keyId), startedAt, asked[index]!, found))
   }
 
   private ready(ledger: KeyLedger): Promise<void> | undefined {
@@ -240,16 +260,16 @@ export class KeyLimiter {
    * Admits a request of a limited key, or says which window is full. `reserveUsd`: its worst-case
    * cost (0 when it has none, or the key has no USD cap). Awaits the first read of the key's ledger.
    */
-  admit(keyId: string, workspaceId: string, limits: KeyLimits, reserveUsd: number): Admission | Promise<Admission> {
+  admit(keyId: string, workspaceId: string, limits: KeyLimits, reserveUsd: number, requestId: string, createdAt: number): Admission | Promise<Admission> {
     // The reads again start with the first limited key's first request: a node without any never reads.
     if (!this.timer) this.start()
     const ledger = this.ledger(keyId, workspaceId)
     const loading = this.ready(ledger)
     // Synchronous once the ledger has been read: no promise on a limited key's every request.
-    return loading ? loading.then(() => this.decide(ledger, limits, reserveUsd)) : this.decide(ledger, limits, reserveUsd)
+    return loading ? loading.then(() => this.decide(ledger, limits, reserveUsd, requestId, createdAt)) : this.decide(ledger, limits, reserveUsd, requestId, createdAt)
   }
 
-  private decide(ledger: KeyLedger, limits: KeyLimits, reserveUsd: number): Admission {
+  private decide(ledger: KeyLedger, limits: KeyLimits, reserveUsd: number, requestId: string, createdAt: number): Admission {
     const now = Date.now()
     ledger.usedAt = now
     const totals = ledger.totals(now)
@@ -268,7 +288,7 @@ export class KeyLimiter {
               : `This key's spend cap of $${full.limit} per UTC month is reached.`
       return { ticket: undefined, headers: this.headers(ledger, limits, windows), refusal: new RouterError(code, message, { 'Retry-After': String(retryAfter) }) }
     }
-    const ticket = ledger.take(now, reserveUsd)
+    const ticket = ledger.take(now, reserveUsd, requestId, createdAt)
     // The headers count this request (and its reservation) in.
     for (const window of windows) {
       if (window.name === 'rpm') {
@@ -316,11 +336,6 @@ export class KeyLimiter {
   /** The request finished: its tokens and actual cost (0 when none was reported) replace its reservation. */
   settle(ticket: LimitTicket, tokens: number, usd: number) {
     ticket.ledger.settle(ticket, tokens, usd)
-  }
-
-  /** Its row was committed (the log queue's flush). */
-  committed(ticket: LimitTicket, at = Date.now()) {
-    ticket.committedAt ??= at
   }
 
   /** The key object's `limit_state`: what admission counts now; undefined for a key this node keeps no ledger of. */

@@ -59,15 +59,7 @@ const longestDeferMs = 250
  * Rows are written in batches of about `batchSize`: large enough that a commit costs little per
  * row, small enough that one write blocks the event loop for well under a millisecond.
  */
-export function createRequestLogQueue(
-  sink: LogSink,
-  metrics: Metrics,
-  logger: Logger,
-  batchSize = 128,
-  maxQueued = 200_000,
-  /** Told the entries whose rows a flush committed (limited keys' tickets: pipeline/limits). */
-  onCommitted?: (entries: readonly LogEntry[]) => void,
-): RequestLogQueue {
+export function createRequestLogQueue(sink: LogSink, metrics: Metrics, logger: Logger, batchSize = 128, maxQueued = 200_000): RequestLogQueue {
   /** Requests whose records are in a journal segment, their rows not committed yet. */
   let journaled: LogEntry[] = []
   /** Requests held only here: no journal is open, or writing to it failed. */
@@ -190,10 +182,6 @@ export function createRequestLogQueue(
           setTimeout(flushSoon, deferredRetryMs)
         }
         return
-      }
-      if (onCommitted) {
-        onCommitted(fromJournal)
-        onCommitted(fromMemory)
       }
       // Only now, with the rows committed: a crash before this line replays the segments at the next
       // start, and the replay skips the rows already there.

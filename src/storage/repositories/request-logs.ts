@@ -425,28 +425,44 @@ export function createRequestLogRepository(db: Db) {
     },
     /**
      * What counts against keys' limits (CONTRACT §11), as the database shows it: each key's requests
-     * and tokens per second since `sinceMs` (the minute window, through the workspace/time index) and
-     * its recorded cost per UTC day from `fromDayMs` (the day roll-ups, kept with the rows).
+     * and tokens per second since `sinceMs` (the minute window, through the workspace/time index; the
+     * requests its limits refused count for nothing) and its recorded cost per UTC day from
+     * `fromDayMs` (the day roll-ups, kept with the rows); and which of the rows `own.ids` (a node's own
+     * finished requests, created since `own.sinceMs`) are there. One read transaction: the rows found
+     * are the ones the sums hold.
      */
-    keyWindows(workspaceId: string, keyIds: readonly string[], sinceMs: number, fromDayMs: number): Map<string, KeyWindows> {
-      const windows = new Map<string, KeyWindows>()
-      if (keyIds.length === 0) return windows
-      for (const id of keyIds) windows.set(id, { seconds: [], days: [] })
-      const list = keyIds.map(() => '?').join(', ')
-      const seconds = db.$client
-        .query<{ key_id: string; second: number; requests: number; tokens: number }, (string | number)[]>(
-          `select key_id, created_at / 1000 as second, count(*) as requests, coalesce(sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)), 0) as tokens
-           from request_logs where workspace_id = ? and created_at >= ? and key_id in (${list}) group by key_id, second`,
-        )
-        .all(workspaceId, sinceMs, ...keyIds)
-      for (const row of seconds) windows.get(row.key_id)?.seconds.push([row.second, row.requests, row.tokens])
-      const days = db.$client
-        .query<{ key_id: string; day: number; usd: number }, (string | number)[]>(
-          `select key_id, day, sum(cost_usd) as usd from usage_daily_rollups where workspace_id = ? and day >= ? and key_id in (${list}) group by key_id, day`,
-        )
-        .all(workspaceId, fromDayMs, ...keyIds)
-      for (const row of days) windows.get(row.key_id)?.days.push([row.day, row.usd])
-      return windows
+    keyWindows(workspaceId: string, keyIds: readonly string[], sinceMs: number, fromDayMs: number, own: { ids: readonly string[]; sinceMs: number } = { ids: [], sinceMs: 0 }) {
+      return db.$client.transaction(() => {
+        const windows = new Map<string, KeyWindows>()
+        const found: string[] = []
+        if (keyIds.length === 0) return { windows, found }
+        for (const id of keyIds) windows.set(id, { seconds: [], days: [] })
+        const list = keyIds.map(() => '?').join(', ')
+        const seconds = db.$client
+          .query<{ key_id: string; second: number; requests: number; tokens: number }, (string | number)[]>(
+            `select key_id, created_at / 1000 as second, count(*) as requests, coalesce(sum(coalesce(input_tokens, 0) + coalesce(output_tokens, 0)), 0) as tokens
+             from request_logs where workspace_id = ? and created_at >= ? and key_id in (${list})
+               and (error_code is null or error_code not in ('key_rate_limited', 'key_budget_exhausted', 'key_budget_unpriced_model'))
+             group by key_id, second`,
+          )
+          .all(workspaceId, sinceMs, ...keyIds)
+        for (const row of seconds) windows.get(row.key_id)?.seconds.push([row.second, row.requests, row.tokens])
+        const days = db.$client
+          .query<{ key_id: string; day: number; usd: number }, (string | number)[]>(
+            `select key_id, day, sum(cost_usd) as usd from usage_daily_rollups where workspace_id = ? and day >= ? and key_id in (${list}) group by key_id, day`,
+          )
+          .all(workspaceId, fromDayMs, ...keyIds)
+        for (const row of days) windows.get(row.key_id)?.days.push([row.day, row.usd])
+        // In slices: SQLite caps the parameters of one statement.
+        for (let start = 0; start < own.ids.length; start += 500) {
+          const slice = own.ids.slice(start, start + 500)
+          const rows = db.$client
+            .query<{ id: string }, (string | number)[]>(`select id from request_logs where workspace_id = ? and created_at >= ? and id in (${slice.map(() => '?').join(', ')})`)
+            .all(workspaceId, own.sinceMs, ...slice)
+          for (const row of rows) found.push(row.id)
+        }
+        return { windows, found }
+      })()
     },
     /** The workspace ids that have rows ('' for requests no key was found for), in order. */
     workspaceIds(): string[] {
