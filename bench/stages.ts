@@ -148,12 +148,15 @@ export async function runStages(): Promise<StageResult[]> {
       // The sync timer's read (once a second in the service, whatever the rate): amortised here.
       if (++admitted % 65536 === 0) return runtime.limiter.sync()
     }
+    // One context for all (its making is the 'request context' line): only what admission sets is reset.
+    const limitedContext = new RequestContext('chat', 'chat', undefined, undefined, false) as import('../src/pipeline/request/context').AuthenticatedContext
+    limitedContext.key = limited.key
+    limitedContext.workspace = limited.workspace
+    limitedContext.snapshot = limitedSnapshot
+    limitedContext.requestBody = chatBody
     stage('limits: admit + settle (a key with limits only)', () => {
-      const context = new RequestContext('chat', 'chat', undefined, undefined, false) as import('../src/pipeline/request/context').AuthenticatedContext
-      context.key = limited.key
-      context.workspace = limited.workspace
-      context.snapshot = limitedSnapshot
-      context.requestBody = chatBody
+      const context = limitedContext
+      context.limitTicket = undefined
       const refusal = admitLimited(context, deps, limited.key.limits!, parsedChat)
       if (refusal instanceof Promise) return refusal.then(() => settleLimited(context))
       do_not_optimize(refusal)

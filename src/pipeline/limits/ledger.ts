@@ -22,9 +22,18 @@ import type { KeyLimits } from './key-limits'
 const dayMs = 86_400_000
 const windowSeconds = 60
 
+/** The last day asked about and its month's start: the same all day, so computed once a day. */
+let knownDay = -1
+let knownMonth = 0
+
 export function monthStartOf(now: number): number {
-  const date = new Date(now)
-  return Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1)
+  const day = now - (now % dayMs)
+  if (day !== knownDay) {
+    const date = new Date(now)
+    knownMonth = Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), 1)
+    knownDay = day
+  }
+  return knownMonth
 }
 
 function nextMonthStartOf(now: number): number {
@@ -155,23 +164,25 @@ export class KeyLedger {
     let tokens = 0
     let oldestRequests = Infinity
     let oldestTokens = Infinity
-    const add = (sums: SecondSums, second: number) => {
-      if (second < first) return
+    for (const [second, sums] of this.shownSeconds) {
+      if (second < first) continue
       requests += sums[0]
       tokens += sums[1]
       if (sums[0] > 0 && second < oldestRequests) oldestRequests = second
       if (sums[1] > 0 && second < oldestTokens) oldestTokens = second
     }
-    this.shownSeconds.forEach(add)
-    this.ownSeconds.forEach(add)
+    for (const [second, sums] of this.ownSeconds) {
+      if (second < first) continue
+      requests += sums[0]
+      tokens += sums[1]
+      if (sums[0] > 0 && second < oldestRequests) oldestRequests = second
+      if (sums[1] > 0 && second < oldestTokens) oldestTokens = second
+    }
     const today = now - (now % dayMs)
     const month = monthStartOf(now)
     let usdMonth = 0
-    const addDay = (usd: number, day: number) => {
-      if (day >= month) usdMonth += usd
-    }
-    this.shownDays.forEach(addDay)
-    this.ownDays.forEach(addDay)
+    for (const [day, usd] of this.shownDays) if (day >= month) usdMonth += usd
+    for (const [day, usd] of this.ownDays) if (day >= month) usdMonth += usd
     return { requests, tokens, usdToday: (this.shownDays.get(today) ?? 0) + (this.ownDays.get(today) ?? 0), usdMonth, oldestRequests, oldestTokens }
   }
 
