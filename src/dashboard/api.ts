@@ -78,6 +78,22 @@ export interface InferenceKey {
   key?: string
 }
 
+/** An inference key's spend caps and rate limits (CONTRACT §11); null: no limit. */
+export interface KeyLimits {
+  requests_per_minute: number | null
+  tokens_per_minute: number | null
+  usd_per_day: number | null
+  usd_per_month: number | null
+}
+
+/** What counts against a key's limits now (CONTRACT §11 `limit_state`; UTC day and calendar month). */
+export interface LimitState {
+  requests_last_minute: number
+  tokens_last_minute: number
+  usd_today: number
+  usd_this_month: number
+}
+
 export interface Provider {
   id: string
   gateway: string

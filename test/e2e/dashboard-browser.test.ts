@@ -243,11 +243,73 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await page.getByRole('link', { name: 'browser app' }).click()
     await page.getByRole('heading', { level: 2, name: 'browser app' }).waitFor()
     await page.waitForLoadState('networkidle')
+    // Its routing table scrolls in its own box too.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
     await saveScreenshot(page, 'dashboard-key-phone')
     expect(errors).toEqual([])
     expect(blocked).toEqual([])
     // Nothing the page or the browser asked for on its own is missing (the favicon included).
     expect(notFound).toEqual([])
+  }, 30_000)
+
+  test("a key's limits: set, kept over a reload, stored as the API holds them; a refused value says why and changes nothing; a cleared one is null", async () => {
+    const { page, errors, blocked } = await open()
+    await signIn(page, server.managementKey)
+    await go(page, 'Inference keys')
+    await page.getByRole('link', { name: 'browser app' }).click()
+    await page.getByRole('heading', { level: 2, name: 'browser app' }).waitFor()
+    const id = (await page.evaluate(() => location.hash)).split('/')[2]
+    const storedLimits = async () => (await server.call('GET', `/api/v1/keys/${id}`)).body.data.limits
+    let limits = page.getByRole('form', { name: 'Limits' })
+    // No limit yet: every field empty, what counts now beside it.
+    for (const label of ['Requests per minute', 'Tokens per minute', 'USD per day', 'USD per month']) expect(await limits.getByLabel(label).inputValue()).toBe('')
+    await limits.getByText(/^\d+ requests? in the last minute \(no limit\)$/).waitFor()
+
+    await limits.getByLabel('Requests per minute').fill('2')
+    await limits.getByLabel('USD per day').fill('5')
+    await limits.getByRole('button', { name: 'Save limits' }).click()
+    await expect(limits.getByRole('status').textContent()).resolves.toBe('Saved.')
+    await limits.getByText(/^\d+ of 2 requests in the last minute$/).waitFor()
+    await limits.getByText(/^\$[\d.]+ of \$5\.00 today, UTC$/).waitFor()
+    // Kept over a reload, and stored as the API holds them.
+    await page.reload()
+    limits = page.getByRole('form', { name: 'Limits' })
+    await limits.waitFor()
+    expect(await limits.getByLabel('Requests per minute').inputValue()).toBe('2')
+    expect(await limits.getByLabel('Tokens per minute').inputValue()).toBe('')
+    expect(await limits.getByLabel('USD per day').inputValue()).toBe('5')
+    expect(await limits.getByLabel('USD per month').inputValue()).toBe('')
+    const expected = { requests_per_minute: 2, tokens_per_minute: null, usd_per_day: 5, usd_per_month: null }
+    expect(await storedLimits()).toEqual(expected)
+    // The input's description is what counts now.
+    expect(await limits.getByLabel('Requests per minute').getAttribute('aria-describedby')).toBe('limit-now-requests_per_minute')
+
+    // A value the API refuses: its message, and nothing written.
+    await limits.getByLabel('Tokens per minute').fill('1.5')
+    await limits.getByLabel('USD per month').fill('30')
+    await limits.getByRole('button', { name: 'Save limits' }).click()
+    await expect(limits.getByRole('alert').textContent()).resolves.toBe('Invalid limits.tokens_per_minute: expected a whole number of at least 1, or null for no limit. (400)')
+    expect(await limits.getByRole('status').count()).toBe(0)
+    expect(await storedLimits()).toEqual(expected)
+    await saveScreenshot(page, 'dashboard-key-limits-refused-desktop')
+
+    // Put right, and one limit cleared: only what changed is sent; the emptied field is null.
+    const sent: unknown[] = []
+    page.on('request', (request) => request.method() === 'PATCH' && sent.push(request.postDataJSON()))
+    await limits.getByLabel('Tokens per minute').fill('')
+    await limits.getByLabel('USD per month').fill('')
+    await limits.getByLabel('Requests per minute').fill('')
+    await limits.getByRole('button', { name: 'Save limits' }).click()
+    await expect(limits.getByRole('status').textContent()).resolves.toBe('Saved.')
+    expect(await limits.getByRole('alert').count()).toBe(0)
+    expect(sent).toEqual([{ limits: { requests_per_minute: null } }])
+    expect(await storedLimits()).toEqual({ ...expected, requests_per_minute: null })
+    await limits.getByText(/^\d+ requests? in the last minute \(no limit\)$/).waitFor()
+    await saveScreenshot(page, 'dashboard-key-limits-desktop')
+
+    // The one console line is the browser's own report of the refused value's 400.
+    expect(errors).toEqual([expect.stringMatching(/status of 400 .*\/api\/v1\/keys\/[0-9a-f-]+\)$/)])
+    expect(blocked).toEqual([])
   }, 30_000)
 
   test('a read-only key sees every page and no write control', async () => {
@@ -259,7 +321,7 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await page.getByRole('cell', { name: 'browser app' }).waitFor()
     await go(page, 'Provider keys')
     await page.getByRole('cell', { name: 'openai main' }).waitFor()
-    const writeControls = ['Create key', 'Add provider key', 'Revoke', 'Rotate', 'Restore', 'Rename', 'Notes', 'Disable', 'Enable', 'Delete', 'Save settings', 'Save routing', 'Add target', 'Add remap', 'Save webhook', 'Attach', 'Add member', 'Create management key', 'Make read-only', 'Allow writes']
+    const writeControls = ['Create key', 'Add provider key', 'Revoke', 'Rotate', 'Restore', 'Rename', 'Notes', 'Disable', 'Enable', 'Delete', 'Save settings', 'Save limits', 'Save routing', 'Add target', 'Add remap', 'Save webhook', 'Attach', 'Add member', 'Create management key', 'Make read-only', 'Allow writes']
     const noWriteControl = async (name: string) => {
       await page.waitForLoadState('networkidle')
       for (const control of writeControls) expect([name, control, await page.getByRole('button', { name: control }).count()]).toEqual([name, control, 0])
@@ -274,6 +336,9 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     await page.getByRole('link', { name: 'browser app' }).click()
     await page.getByRole('heading', { level: 2, name: 'browser app' }).waitFor()
     await noWriteControl('key page')
+    // The key's limits (set by the test before) are shown, not editable.
+    const limits = page.getByRole('region', { name: 'Limits' })
+    await expect(limits.locator('.limit-value').allTextContents()).resolves.toEqual(['no limit', 'no limit', '$5.00', 'no limit'])
     await saveScreenshot(page, 'dashboard-keys-readonly-desktop')
     expect(errors).toEqual([])
   }, 30_000)
