@@ -1,12 +1,12 @@
 /**
  * A mock upstream gateway for trying the router locally (README walkthrough):
- *   ./scripts/mock-gateway --port 9101 [--fail 503] [--delay-ms 0] [--models a,b]
+ *   ./scripts/mock-gateway --port 9101 [--fail 503] [--delay-ms 0] [--models a,b] [--prices a=0.15/0.6]
  * Answers OpenAI-style /chat/completions (buffered and SSE), /embeddings and /models by path suffix.
  * With --fail N every chat and embeddings call answers HTTP N, so a failover can be watched.
  */
 import { parseArgs } from 'node:util'
 
-const help = `usage: ./scripts/mock-gateway [--port N] [--fail STATUS] [--delay-ms N] [--models a,b]
+const help = `usage: ./scripts/mock-gateway [--port N] [--fail STATUS] [--delay-ms N] [--models a,b] [--prices a=P/C,b=P/C]
 
 A mock upstream gateway on 127.0.0.1 for local trials: answers OpenAI-style /chat/completions
 (buffered and streamed), /embeddings and /models by path suffix. Point a gateway kind at it with
@@ -15,6 +15,9 @@ RT_GATEWAY_URL_<SLUG>=http://127.0.0.1:N (e.g. RT_GATEWAY_URL_OPENAI).
   --fail STATUS    every chat and embeddings call answers HTTP STATUS (to watch a failover)
   --delay-ms N     wait N ms before each failing answer, default 0
   --models a,b     the model ids /models lists
+  --prices a=P/C   list model a with prices, USD per million prompt (P) and completion (C) tokens,
+                   as OpenRouter's catalog does (the router prices requests and spend caps by them);
+                   comma-separated for several; models named here are listed too
 `
 
 function fail(message: string): never {
@@ -22,11 +25,11 @@ function fail(message: string): never {
   process.exit(1)
 }
 
-let values: { port?: string; fail?: string; 'delay-ms'?: string; models?: string; help?: boolean }
+let values: { port?: string; fail?: string; 'delay-ms'?: string; models?: string; prices?: string; help?: boolean }
 try {
   values = parseArgs({
     args: process.argv.slice(2),
-    options: { port: { type: 'string' }, fail: { type: 'string' }, 'delay-ms': { type: 'string' }, models: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { port: { type: 'string' }, fail: { type: 'string' }, 'delay-ms': { type: 'string' }, models: { type: 'string' }, prices: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
     strict: true,
     allowPositionals: false,
   }).values
@@ -49,6 +52,14 @@ const port = integer('port', values.port, 9101)!
 const failStatus = integer('fail', values.fail, undefined)
 const delayMs = integer('delay-ms', values['delay-ms'], 0)! // applies to failing answers
 const models = values.models?.split(',')
+const prices = new Map<string, { prompt: string; completion: string }>()
+for (const entry of values.prices?.split(',') ?? []) {
+  const match = /^([^=]+)=([0-9.]+)\/([0-9.]+)$/.exec(entry.trim())
+  if (!match) fail(`--prices takes model=PROMPT/COMPLETION (USD per million tokens), got '${entry}'`)
+  const perToken = (perMillion: string) => String(Number(perMillion) / 1_000_000)
+  prices.set(match[1]!, { prompt: perToken(match[2]!), completion: perToken(match[3]!) })
+}
+const listed = [...new Set([...(models ?? []), ...prices.keys()])]
 
 // Loaded after the argument check, so --help works before the dependencies are installed.
 const { startMockGateway } = await import('../test/harness/mock-gateway')
@@ -56,6 +67,9 @@ const gateway = await startMockGateway({
   port,
   models,
   handler: (request) => {
+    if (prices.size > 0 && request.path.endsWith('/models')) {
+      return { json: { object: 'list', data: listed.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'mock', ...(prices.has(id) ? { pricing: prices.get(id) } : {}) })) } }
+    }
     const call = request.path.endsWith('/chat/completions') || request.path.endsWith('/embeddings')
     if (call && failStatus) {
       return { status: failStatus, delayMs, json: { error: { message: `mock gateway on port ${port} answers ${failStatus}`, type: 'server_error' } } }
