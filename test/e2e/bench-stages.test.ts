@@ -18,6 +18,7 @@ test('bun run bench --stages prints every stage of the hot path in ns/op and byt
     'usage read (body tail)',
     'response + headers',
     'log enqueue (journal record) + metrics',
+    'limits: admit + settle (a key with limits only)',
   ])
   for (const [stage, ns, bytes] of rows) {
     expect([stage, Number(ns) > 0]).toEqual([stage, true])
