@@ -283,6 +283,21 @@ describe('operator CLI', () => {
     await fails(['key', 'notify-email', '--id', crypto.randomUUID(), '--on', 'true'])
   })
 
+  test('key limits sets caps and rate limits (none clears one, flags not given stay) and prints the key; bad values and unknown keys fail', async () => {
+    const set = await ok(['key', 'limits', '--id', inferenceKeyId, '--rpm', '60', '--usd-day', '2.5'])
+    expect(set.limits).toEqual({ requests_per_minute: 60, tokens_per_minute: null, usd_per_day: 2.5, usd_per_month: null })
+    expect(set.limit_state).toEqual({ requests_last_minute: 0, tokens_last_minute: 0, usd_today: 0, usd_this_month: 0 })
+    const changed = await ok(['key', 'limits', '--id', inferenceKeyId, '--rpm', 'none', '--tpm', '10000'])
+    expect(changed.limits).toEqual({ requests_per_minute: null, tokens_per_minute: 10000, usd_per_day: 2.5, usd_per_month: null })
+    expect(await fails(['key', 'limits', '--id', inferenceKeyId, '--rpm', '2.5'])).toBe('Invalid limits.requests_per_minute: expected a whole number of at least 1, or null for no limit.')
+    expect(await fails(['key', 'limits', '--id', inferenceKeyId, '--usd-month', 'lots'])).toBe('Invalid limits.usd_per_month: must be a number or null.')
+    await fails(['key', 'limits', '--id', inferenceKeyId])
+    await fails(['key', 'limits', '--id', crypto.randomUUID(), '--rpm', '5'])
+    // Nothing the refused commands said was kept.
+    const stored = runtime.repositories.inferenceKeys.getById(inferenceKeyId)!
+    expect(JSON.parse(stored.limits!)).toEqual({ requests_per_minute: null, tokens_per_minute: 10000, usd_per_day: 2.5, usd_per_month: null })
+  })
+
   test('key mcp add / list / remove', async () => {
     const url = 'http://127.0.0.1:9/mcp'
     // A loopback http server: allowed only for tests and closed networks (the last describe).
