@@ -10,6 +10,7 @@ import { Database } from 'bun:sqlite'
 import { join } from 'node:path'
 import { startService, tempDir } from '../harness/service-process'
 import { startMockGateway, type MockGateway } from '../harness/mock-gateway'
+import { until } from '../harness/until'
 
 const mocks: MockGateway[] = []
 afterEach(async () => {
@@ -22,15 +23,6 @@ async function mockGateway(models: string[]) {
   return mock
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, limitMs = 5000): Promise<T> {
-  const started = Date.now()
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() - started > limitMs) throw new Error(`not within ${limitMs} ms: ${what}`)
-    await Bun.sleep(25)
-  }
-}
 
 describe('catalogs follow provider keys', () => {
   test('a new kind is crawled within seconds, after its write answered; the first request is spelled for the gateway', async () => {

@@ -39,6 +39,7 @@ import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { startMockGateway, type MockGateway } from '../harness/mock-gateway'
 import { startService, tempDir } from '../harness/service-process'
+import { until } from '../harness/until'
 
 const clusterSecret = 'cluster-secret-for-the-limits-test'
 const primaryHost = 'primary-machine-1'
@@ -108,15 +109,6 @@ function query<T>(dbPath: string, sql: string, ...params: (string | number)[]): 
   }
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, limitMs = 10_000): Promise<T> {
-  const started = Date.now()
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() - started > limitMs) throw new Error(`not within ${limitMs} ms: ${what}`)
-    await Bun.sleep(25)
-  }
-}
 
 /** A key of its own for the scenario, with `limits` set on the primary, and seen set by the replica. */
 async function limitedKey(cluster: Cluster, limits: Record<string, number>) {
@@ -129,7 +121,7 @@ async function limitedKey(cluster: Cluster, limits: Record<string, number>) {
   await until('the replica reads the key with its limits', async () => {
     const view = ((await (await manage(replicaUrl, 'GET', `/keys/${key.id}`)).json()) as { data?: { limits?: Record<string, number | null> } }).data
     return Object.entries(limits).every(([name, value]) => view?.limits?.[name] === value) ? true : undefined
-  })
+  }, 10_000)
   return key
 }
 
@@ -213,7 +205,7 @@ async function rowsOf(dbPath: string, outcomes: Outcome[]) {
   return until('every row of the run is in the database', () => {
     const rows = query<{ id: string; status: number; cost_usd: number | null }>(dbPath, `select id, status, cost_usd from request_logs where id in (${ids.map(() => '?').join(',')})`, ...ids)
     return rows.length === ids.length ? rows : undefined
-  })
+  }, 10_000)
 }
 
 test('requests_per_minute 30 served by a primary and a replica at once: overshot by at most what the other node admitted in one RT_LIMIT_SYNC_MS', async () => {
@@ -263,6 +255,7 @@ test('usd_per_day served by a primary and a replica at once: spend over the cap 
     // The crawl the provider key set off lists the prices; both nodes price from the database.
     await until('the priced catalog is in the database', () =>
       query<{ object: string }>(cluster.dbPath, "select object from gateway_models where gateway = 'openai' and model_id = 'gpt-4o-mini'")[0]?.object.includes('pricing') ? true : undefined,
+      10_000,
     )
     // Each node prices a request now (an unlimited key's rows carry their cost).
     const plain = (await (await cluster.manage(cluster.primaryUrl, 'POST', '/keys', { routing: { targets: [{ provider_key_id: cluster.providerId }] } })).json()) as { data: { key: string } }
