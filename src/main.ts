@@ -63,7 +63,7 @@ async function main(args: readonly string[]) {
   }
   const config = loadConfig()
   // Loaded after the argument check, so `--help` answers before the dependencies are installed.
-  const [{ createRuntime }, { buildApp, createErrorHandler, createFetchHandler }, { dashboardPageRoutes }, { createWorkspace }, { ClusterNode, waitForDatabase }, { readRole }, { createLogger }] = await Promise.all([
+  const [{ createRuntime, enableTracing }, { buildApp, createErrorHandler, createFetchHandler }, { dashboardPageRoutes }, { createWorkspace }, { ClusterNode, waitForDatabase }, { readRole }, { createLogger }] = await Promise.all([
     import('./runtime'),
     import('./app'),
     import('./api/dashboard'),
@@ -75,6 +75,7 @@ async function main(args: readonly string[]) {
   const logger = createLogger(config.logLevel)
   if (readRole(config.litefsDir).kind === 'replica') await waitForDatabase(logger, config.dbPath, config.litefsDir)
   const runtime = createRuntime(config, { logger })
+  await enableTracing(runtime)
   const concurrency = upstreamConcurrency()
   if (concurrency < wantedUpstreamConcurrency) {
     logger.warn('upstream_concurrency_limited', {
@@ -154,6 +155,8 @@ async function main(args: readonly string[]) {
     // the node's last shipping pass.
     runtime.logQueue.stop()
     runtime.limiter.stop()
+    // The last spans go to the collector (bounded by the exporter's own timeout).
+    await runtime.tracing?.shutdown().catch(() => undefined)
     await node.stop()
     runtime.mcpServers.close()
     runtime.snapshots.close()

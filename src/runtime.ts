@@ -11,6 +11,7 @@ import { createSnapshotStore, type SnapshotStore } from './pipeline/read-model/s
 import { McpServers } from './pipeline/stages/mcp-servers'
 import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log/log-request'
 import { KeyLimiter } from './pipeline/limits/ledger'
+import type { RouterTracing } from './observability/tracing'
 import { RoleWatcher } from './cluster/role'
 import { Writer } from './cluster/writer'
 import { spoolPath } from './cluster/spool'
@@ -45,6 +46,20 @@ export interface Runtime extends AppDeps {
   reads: ReadThread
   /** Admission against keys' limits (pipeline/limits/ledger.ts). */
   limiter: KeyLimiter
+  /** OpenTelemetry traces (CONTRACT §13), set by enableTracing when an OTLP endpoint is configured. */
+  tracing?: RouterTracing
+}
+
+/**
+ * Turns traces on when the configuration names an OTLP endpoint. The OpenTelemetry packages are loaded
+ * only then: a service without traces never loads them.
+ */
+export async function enableTracing(runtime: Runtime): Promise<void> {
+  const settings = runtime.config.tracing
+  if (!settings || runtime.tracing) return
+  const { RouterTracing } = await import('./observability/tracing')
+  runtime.tracing = new RouterTracing(settings, runtime.logger)
+  runtime.logger.info('tracing_enabled', { endpoint: settings.url, protocol: settings.protocol, service_name: settings.serviceName, sampler: settings.sampler })
 }
 
 export interface RuntimeOptions {

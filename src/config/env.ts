@@ -1,5 +1,6 @@
 /** Reads the operator environment (CONTRACT §2–4) once into a frozen Config. */
 import { join, resolve } from 'node:path'
+import { parseOtlpHeaders, type TracingSettings } from '../observability/tracing-settings'
 
 export type Role = 'all' | 'proxy' | 'app'
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error'
@@ -46,6 +47,36 @@ export interface Config {
   bodyRetentionDays: number
   /** RT_LIMIT_SYNC_MS: how often a node reads again what the database shows of its limited keys' usage (CONTRACT §11). */
   limitSyncMs: number
+  /** OpenTelemetry traces (CONTRACT §13) from the standard OTEL_* variables; undefined (off) without an OTLP endpoint. */
+  tracing: TracingSettings | undefined
+}
+
+/** CONTRACT §13: off unless OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is set. */
+function tracingSettings(environment: Record<string, string | undefined>): TracingSettings | undefined {
+  const tracesEndpoint = environment.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim()
+  const endpoint = environment.OTEL_EXPORTER_OTLP_ENDPOINT?.trim()
+  if (!tracesEndpoint && !endpoint) return undefined
+  // The signal's own endpoint is used as given; the general one gets the traces path (OTLP/HTTP spec).
+  const url = tracesEndpoint || `${endpoint!.replace(/\/+$/, '')}/v1/traces`
+  try {
+    new URL(url)
+  } catch {
+    throw new ConfigError(`OTEL_EXPORTER_OTLP${tracesEndpoint ? '_TRACES' : ''}_ENDPOINT must be a URL, got '${tracesEndpoint || endpoint}'`)
+  }
+  const protocolName = environment.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL'
+  const protocol = oneOf(environment, protocolName, ['http/protobuf', 'http/json'] as const, 'http/protobuf')
+  const sampler = oneOf(environment, 'OTEL_TRACES_SAMPLER', ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const, 'parentbased_always_on')
+  const samplerArg = environment.OTEL_TRACES_SAMPLER_ARG
+  if (samplerArg !== undefined && samplerArg !== '' && !(Number(samplerArg) >= 0 && Number(samplerArg) <= 1)) throw new ConfigError(`OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1, got '${samplerArg}'`)
+  return {
+    url,
+    protocol,
+    headers: { ...parseOtlpHeaders(environment.OTEL_EXPORTER_OTLP_HEADERS), ...parseOtlpHeaders(environment.OTEL_EXPORTER_OTLP_TRACES_HEADERS) },
+    serviceName: environment.OTEL_SERVICE_NAME?.trim() || 'router',
+    sampler,
+    samplerArg,
+    timeoutMs: integerSetting(environment, environment.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT ? 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT' : 'OTEL_EXPORTER_OTLP_TIMEOUT', 10_000, 1, 600_000),
+  }
 }
 
 export class ConfigError extends Error {}
@@ -88,6 +119,10 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['RT_AUDIT_RETENTION_DAYS', 'days audit events are kept (the daily log-prune job deletes older ones); default 400, a whole number from 1'],
   ['RT_LOG_RETENTION_DAYS', 'days request-log rows are kept (log-prune deletes older ones; usage roll-ups stay); default 90, a whole number from 1'],
   ['RT_BODY_RETENTION_DAYS', 'days captured request bodies are kept (log-prune clears older ones; the rows stay); default 7, a whole number from 1'],
+  ['OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OpenTelemetry traces over OTLP/HTTP to this collector (the general endpoint gets /v1/traces); unset: no traces'],
+  ['OTEL_EXPORTER_OTLP_PROTOCOL', 'http/protobuf (default) or http/json; OTEL_EXPORTER_OTLP_HEADERS k=v,k2=v2 for the collector; OTEL_EXPORTER_OTLP_TIMEOUT ms'],
+  ['OTEL_SERVICE_NAME', "the traces' service.name, default router"],
+  ['OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG', 'always_on, always_off, traceidratio, parentbased_always_on (default), parentbased_always_off, parentbased_traceidratio; the ratio 0 to 1'],
   ['RT_LIMIT_SYNC_MS', "how often a node reads again what the database shows of its limited keys' usage (another node's share); default 1000, 10 to 60000"],
 ]
 
@@ -150,5 +185,6 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     logRetentionDays: integerSetting(environment, 'RT_LOG_RETENTION_DAYS', 90, 1, 1_000_000),
     bodyRetentionDays: integerSetting(environment, 'RT_BODY_RETENTION_DAYS', 7, 1, 1_000_000),
     limitSyncMs: integerSetting(environment, 'RT_LIMIT_SYNC_MS', 1000, 10, 60_000),
+    tracing: tracingSettings(environment),
   })
 }

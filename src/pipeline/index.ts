@@ -45,6 +45,8 @@ export function registerEndpoint(endpoint: InferenceEndpoint, handler: EndpointH
 
 export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {
   const context = new RequestContext(route.endpoint, route.envelope, request, socketAddress, deps.config.trustProxy)
+  // Traced when an OTLP endpoint is set: the request's SERVER span, continuing the caller's trace.
+  if (deps.tracing) context.span = deps.tracing.startRequest(route.endpoint, request.headers, context.createdAt)
   // On /messages the request id is also sent as `request-id`, errors included (SPEC "Common response headers").
   if (route.envelope === 'messages') context.headers['request-id'] = context.requestId
   try {

@@ -1,5 +1,6 @@
 /** The types shared by the inference pipeline's stages. */
 import type { KeyLimiter } from './limits/ledger'
+import type { RouterTracing } from '../observability/tracing'
 import type { Config } from '../config/env'
 import type { Envelope } from '../errors/render'
 import type { Logger } from '../observability/logger'
@@ -30,6 +31,8 @@ export interface InferenceDeps {
   mcpServers: McpServers
   /** Admission against keys' limits (pipeline/limits); only limited keys reach it. */
   limiter: KeyLimiter
+  /** OpenTelemetry traces (CONTRACT §13); undefined when no OTLP endpoint is set. */
+  tracing?: RouterTracing
 }
 
 export type InferenceEndpoint =

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { loadConfig } from '../../src/config/env'
-import { createRuntime, type Runtime } from '../../src/runtime'
+import { createRuntime, enableTracing, type Runtime } from '../../src/runtime'
 import { buildApp, createErrorHandler, createFetchHandler } from '../../src/app'
 import { dashboardPageRoutes } from '../../src/api/dashboard'
 import { createWorkspace } from '../../src/management/workspaces'
@@ -37,6 +37,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
   const env: Record<string, string> = { RT_DATA_DIR: dataDir, RT_MASTER_KEY: testMasterKey, PORT: '0', ...environment }
   const config = loadConfig(env)
   const runtime = createRuntime(config, { logger: silentLogger })
+  await enableTracing(runtime)
   // As src/main.ts does before it listens: rows are journaled (and a journal left there replayed).
   runtime.logQueue.openJournal(requestJournalDirectory(config.dataDir))
   const created = createWorkspace(runtime, 'default')
@@ -87,6 +88,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
       await server.stop(true)
       runtime.logQueue.stop()
       runtime.limiter.stop()
+      await runtime.tracing?.shutdown().catch(() => undefined)
       runtime.mcpServers.close()
       runtime.snapshots.close()
       runtime.reads.close()

@@ -52,6 +52,23 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
   if (context.gateway !== undefined && (context.inputTokens !== undefined || context.outputTokens !== undefined)) {
     deps.metrics.countTokens(context.gateway, context.upstreamModel ?? context.model ?? '', context.inputTokens ?? 0, context.outputTokens ?? 0)
   }
+  const span = context.span
+  if (span) {
+    context.span = undefined
+    deps.tracing!.endRequest(span, {
+      endpoint: context.endpoint,
+      status,
+      errorCode,
+      requestId: context.requestId,
+      keyId: context.key?.id,
+      model: context.model,
+      gateway: context.gateway,
+      upstreamModel: context.upstreamModel,
+      inputTokens: context.inputTokens,
+      outputTokens: context.outputTokens,
+      attempts: context.attempts,
+    })
+  }
   if (!context.key) return
   context.finish(status, errorCode)
   // A limited key's request: its reservation becomes what it used (0 where nothing was reported).

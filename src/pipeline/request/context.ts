@@ -7,6 +7,7 @@ import { callerAddress } from './authenticate'
 import { costOf } from '../../gateways/model-prices'
 import type { LimitTicket } from '../limits/ledger'
 import type { PlannedAttempt } from '../routing/plan-route'
+import type { Span } from '@opentelemetry/api'
 
 /**
  * What a finished request cost (CONTRACT §11), from the snapshot's catalog prices of the model as
@@ -76,6 +77,8 @@ export class RequestContext {
   costUsd: number | null = null
   /** A limited key's admitted request: its share of the key's windows, settled when it finishes (pipeline/limits). */
   limitTicket: LimitTicket | undefined
+  /** The request's SERVER span when traces are on (observability/tracing.ts); undefined otherwise. */
+  span: Span | undefined
   /** The targets it may try (a key with a USD cap: the priced ones); undefined: all. */
   allowStep: ((step: PlannedAttempt) => boolean) | undefined
   requestBody: string | undefined

@@ -15,6 +15,8 @@ import type { Operation, PlannedAttempt, PlanStep, RoutePlan } from './plan-rout
 import { cachedPlan, planFor } from '../read-model/plan-cache'
 import type { Snapshot } from '../read-model/snapshot'
 import { runAttempts, type AttemptCall, type RunResult } from './run-attempts'
+import type { Span } from '@opentelemetry/api'
+import { genAiOperation } from '../../observability/tracing-settings'
 import type { RoutePreference } from '../stages/registry'
 
 /** What one attempt sends: a path under the gateway's base URL and its body. */
@@ -84,6 +86,8 @@ class RoutedCall implements AttemptCall {
   replyKind: ReplyKind = 'chat'
   accept: ((value: unknown) => string | undefined) | undefined = undefined
   private readonly forwarded: readonly [string, string][]
+  /** The traced attempt in flight (attempts run one after another). */
+  private attemptSpan: Span | undefined = undefined
 
   constructor(
     private readonly context: AuthenticatedContext,
@@ -107,19 +111,36 @@ class RoutedCall implements AttemptCall {
     this.replyKind = replyKindOf(call.path)
     this.relaysReply = this.input.relayKind === this.replyKind
     const stream = this.stream
-    const forwarded = this.forwarded
+    let forwarded = this.forwarded
+    // Traced: a CLIENT span per attempt, whose traceparent goes upstream with it (CONTRACT §13).
+    const tracing = this.deps.tracing
+    const parent = this.context.span
+    if (tracing && parent) {
+      const attempt = tracing.startAttempt(parent, genAiOperation(this.context.endpoint), provider.gateway.id, step.model)
+      this.attemptSpan = attempt.span
+      if (attempt.traceparent) forwarded = [...forwarded, ['traceparent', attempt.traceparent]]
+    }
     // The client's bytes when they go unchanged, else the body encoded without the gateway's omitted parameters.
     if (call.raw) return this.deps.upstream.send(provider, { path: call.path, bytes: call.raw, stream, forwarded, signal })
     return this.deps.upstream.send(provider, { method: call.method, path: call.path, body: call.body, stream, forwarded, signal })
   }
 
-  onAttempt(gateway: string, outcome: string, upstreamMs: number) {
+  onAttempt(gateway: string, outcome: string, upstreamMs: number, status?: number) {
+    if (this.attemptSpan) {
+      this.deps.tracing!.endAttempt(this.attemptSpan, outcome, status)
+      this.attemptSpan = undefined
+    }
     this.context.upstreamWaitMs += upstreamMs
     this.deps.metrics.countAttempt(gateway, outcome)
     this.deps.metrics.observeUpstreamLatency(gateway, upstreamMs)
   }
 
   onSettled(result: RunResult) {
+    // An attempt whose request could not be built (the client's input) sent nothing: its span ends here.
+    if (this.attemptSpan) {
+      this.deps.tracing!.endAttempt(this.attemptSpan, 'not-sent', undefined)
+      this.attemptSpan = undefined
+    }
     const context = this.context
     // A tool loop makes several routed calls for one answer: the log counts every attempt, in order.
     context.attempts += result.attempts

@@ -34,8 +34,8 @@ export interface AttemptCall {
   accept?(value: unknown): string | undefined
   /** Sends this step's upstream request. */
   send(step: PlannedAttempt, signal: AbortSignal): Promise<Response>
-  /** Called once per upstream call made, with its outcome and the wait for its answer. */
-  onAttempt?(gateway: string, outcome: string, upstreamMs: number): void
+  /** Called once per upstream call made, with its outcome, the wait for its answer and its HTTP status when one came. */
+  onAttempt?(gateway: string, outcome: string, upstreamMs: number, status?: number): void
   /** Called once with the result, before the run's promise settles. */
   onSettled?(result: RunResult): void
 }
@@ -173,7 +173,7 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
           clearTimeout(timer)
           const answeredAt = now()
           // The first line of a stream is the upstream's first byte; a buffered attempt waited for its head.
-          call.onAttempt?.(step.gateway, 'ok', (watch ? answeredAt : headersAt) - startedAt)
+          call.onAttempt?.(step.gateway, 'ok', (watch ? answeredAt : headersAt) - startedAt, response.status)
           path.push(`${step.gateway}:ok`)
           // SPEC "Timeouts": from its first byte on, a stream is never cut by the deadline; only the idle limit applies.
           watch?.start(controller)
@@ -186,7 +186,7 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
           responseHeaders = relayableHeaders(response.headers, secret)
           outcome = { kind: 'status', status: response.status, body: text }
           const verdict = classify(outcome)
-          call.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt)
+          call.onAttempt?.(step.gateway, verdict.reason, headersAt - startedAt, response.status)
           if (!verdict.retryable || call.relaysErrors) {
             path.push(`${step.gateway}:${verdict.reason}`)
             answer = { kind: 'relay', step, status: response.status, body: text, headers: responseHeaders, startedAt, headersAt, failures, attempts, path }

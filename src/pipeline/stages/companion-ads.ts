@@ -25,11 +25,11 @@ export const companionAdsStage: EnrichmentStage = {
       name: 'ads',
       // Started with the first model call (the route is planned), in parallel with it.
       begin(hangUp) {
-        call ??= callPlugin(deps, 'ads', deps.config.adsUrl, body, adLimitMs, readAds, hangUp)
+        call ??= callPlugin(deps, 'ads', deps.config.adsUrl, body, adLimitMs, readAds, hangUp, context.span)
       },
       async attach() {
         if (!result) {
-          result = await (call ??= callPlugin(deps, 'ads', deps.config.adsUrl, body, adLimitMs, readAds))
+          result = await (call ??= callPlugin(deps, 'ads', deps.config.adsUrl, body, adLimitMs, readAds, undefined, context.span))
           deps.metrics.countEnrichment('ads', outcome())
         }
         return result.error ? { ads_error: result.error } : { ads: result.value }

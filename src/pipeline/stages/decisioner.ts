@@ -225,7 +225,9 @@ export async function decide(context: AuthenticatedContext, deps: InferenceDeps,
   if (limit <= 0) return skip('jev_error')
   let answer: unknown
   try {
-    const reply = await deps.upstream.read(decider, { path: '/decisions', body: { model, state, questions } }, limit)
+    const call = () => deps.upstream.read(decider, { path: '/decisions', body: { model, state, questions } }, limit)
+    // Traced: the decision call is an INTERNAL span of the request (CONTRACT §13).
+    const reply = deps.tracing && context.span ? await deps.tracing.internal(context.span, 'decisioner', { 'router.plugin': 'decisioner', 'gen_ai.provider.name': decider.gateway.id }, call, (answer) => (answer.ok ? undefined : 'decision_call_failed')) : await call()
     if (!reply.ok) return skip('jev_error', elapsed(started, context))
     answer = JSON.parse(reply.text)
   } catch {

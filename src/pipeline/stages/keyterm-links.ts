@@ -34,7 +34,7 @@ function maxKeyterms(linkRequest: unknown): number {
 export const keytermLinksStage: EnrichmentStage = {
   name: 'keyterms',
   appliesTo: (key, flags) => flags.keytermsEnabled && key.keyterms,
-  async start({ deps, siblings }: StageRequest): Promise<ActiveStage> {
+  async start({ context, deps, siblings }: StageRequest): Promise<ActiveStage> {
     const max = maxKeyterms(siblings.linkRequest)
     let result: PluginResult<Keyterm[]> | undefined
     const outcome = () => (result?.error ? result.error.code : 'ok')
@@ -42,7 +42,7 @@ export const keytermLinksStage: EnrichmentStage = {
       name: 'keyterms',
       async attach(answerText: string) {
         if (!result) {
-          result = await callPlugin(deps, 'keyterms', deps.config.keytermsUrl, { text: answerText, max_keyterms: max }, keytermLimitMs, readKeyterms)
+          result = await callPlugin(deps, 'keyterms', deps.config.keytermsUrl, { text: answerText, max_keyterms: max }, keytermLimitMs, readKeyterms, undefined, context.span)
           deps.metrics.countEnrichment('keyterms', outcome())
         }
         return result.error ? { keyterms_error: result.error } : { keyterms: result.value }

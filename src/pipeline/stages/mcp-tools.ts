@@ -63,7 +63,12 @@ export const mcpToolsStage: EnrichmentStage = {
           return 'Error: the arguments are not a JSON object.'
         }
         const timeoutMs = Math.floor(Math.min(deps.config.mcpToolTimeoutMs, callDeadlineAt - performance.now()))
-        const outcome = await deps.mcpServers.call(route.server, route.tool, args as Record<string, unknown>, timeoutMs, signal)
+        const run = () => deps.mcpServers.call(route.server, route.tool, args as Record<string, unknown>, timeoutMs, signal)
+        // Traced: an INTERNAL span per tool call (CONTRACT §13); the arguments and the result stay out of it.
+        const parent = context.span
+        const outcome = deps.tracing && parent
+          ? await deps.tracing.internal(parent, `execute_tool ${route.tool}`, { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': route.tool, 'router.mcp_server_id': route.server.id }, run, (result) => (result.ok ? undefined : 'tool_error'))
+          : await run()
         calls.push({ name: route.tool, server: route.server.id, ms: outcome.ms, ok: outcome.ok })
         return outcome.text
       },

@@ -4,6 +4,7 @@
  * `<stage>_error` — the call never throws and never fails inference. The services are the
  * operator's own (RT_ADS_URL, RT_KEYTERMS_URL), called as configured.
  */
+import type { Span } from '@opentelemetry/api'
 import type { InferenceDeps } from '../types'
 import { timeLimit } from './time-limit'
 
@@ -25,7 +26,13 @@ export async function callPlugin<T>(
   limitMs: number,
   read: PluginReader<T>,
   hangUp?: AbortSignal,
+  /** The request's span when traced: the call gets an INTERNAL span under it (CONTRACT §13). */
+  parent?: Span,
 ): Promise<PluginResult<T>> {
+  const tracing = deps.tracing
+  if (tracing && parent) {
+    return tracing.internal(parent, `plugin ${stage}`, { 'router.plugin': stage }, () => callPlugin(deps, stage, url, body, limitMs, read, hangUp), (result) => result.error?.code)
+  }
   const started = performance.now()
   const elapsed = () => Math.round((performance.now() - started) * 1000) / 1000
   const fail = (code: string, message: string): PluginResult<T> => ({ error: { code: `${stage}_${code}`, message }, ms: elapsed() })
