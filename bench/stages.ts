@@ -163,6 +163,36 @@ export async function runStages(): Promise<StageResult[]> {
       return settleLimited(context)
     })
 
+    // Traces on at 100% sampling (CONTRACT §13): what a traced request adds, its SERVER span and one
+    // CLIENT span made, attributed and ended, the attempt's traceparent written, both handed to the
+    // batch processor (its exporter here takes the batches and drops them: the export is off the
+    // request path, on the processor's timer). Off, a request pays two property reads for all of it.
+    const { RouterTracing } = await import('../src/observability/tracing')
+    const tracing = new RouterTracing(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_TRACES_SAMPLER: 'always_on' }).tracing!, silentLogger, {
+      export: (_spans, done) => done({ code: 0 }),
+      shutdown: () => Promise.resolve(),
+    })
+    const inbound = new Headers({ traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' })
+    stage('traces on: request span + one attempt span (100% sampled)', () => {
+      const span = tracing.startRequest('chat', inbound, Date.now())
+      const attempt = tracing.startAttempt(span, 'chat', 'openai', 'gpt-4o-mini')
+      do_not_optimize(attempt.traceparent)
+      tracing.endAttempt(attempt.span, 'ok', 200)
+      tracing.endRequest(span, {
+        endpoint: 'chat',
+        status: 200,
+        errorCode: undefined,
+        requestId: 'bench-request',
+        keyId: entry.id,
+        model: 'openai/gpt-4o-mini',
+        gateway: 'openai',
+        upstreamModel: 'gpt-4o-mini',
+        inputTokens: 230,
+        outputTokens: 150,
+        attempts: 1,
+      })
+    })
+
     // Each stage twice: timed as it runs (no forced collection inside the loop, which would be timed
     // too), then with a collection around each iteration so the heap growth is the stage's own bytes.
     for (const [name, fn] of stages) {
