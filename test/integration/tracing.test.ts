@@ -13,6 +13,7 @@ import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../harn
 import { bearerHeader, createInferenceKey, httpCall } from '../harness/api'
 import type { TestServer } from '../harness/server'
 import { startMcpServer } from '../harness/mcp-server'
+import { startPluginService } from '../harness/plugin-services'
 import { addMcpServer } from '../../src/management/key-settings'
 import { loadConfig } from '../../src/config/env'
 
@@ -118,6 +119,26 @@ describe('traces', () => {
     expect(spans.filter((span) => span.kind === CLIENT && span.parentSpanId === root.spanId)).toHaveLength(2)
     // The tool's arguments and result stay out.
     expect(JSON.stringify(spans)).not.toContain('"a":2')
+  })
+
+  test('plug-in calls (companion ads, keyterm links) are INTERNAL spans of the request; a failing one is marked an error', async () => {
+    await using receiver = await startOtlpReceiver()
+    await using ads = await startPluginService({ path: '/v1/ads', answer: { json: { ads: [{ title: 'An ad' }] } } })
+    await using keyterms = await startPluginService({ path: '/v1/keyterms', answer: { status: 500, json: { error: 'down' } } })
+    await using env = await startGateways(['openai'], tracingEnv(receiver, { RT_ADS_URL: ads.url, RT_KEYTERMS_URL: keyterms.url, RT_KEYTERMS_ENABLED: '1' }))
+    const { server } = env
+    const key = await createInferenceKey(server, { companion_ads: true, keyterms: true, routing: { targets: [{ provider_key_id: env.providers.openai }] } })
+    const answer = await httpCall(server, 'POST', '/v1/chat/completions', { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: prompt }] }, bearerHeader(key.key))
+    expect(answer.status).toBe(200)
+    expect(answer.json.ads).toEqual([{ title: 'An ad' }])
+    const spans = await spansAfterFlush(server, receiver, 4)
+    const root = spans.find((span) => span.kind === SERVER)!
+    const plugins = spans.filter((span) => span.kind === INTERNAL).sort((left, right) => left.name.localeCompare(right.name))
+    expect(plugins.map((span) => [span.name, span.parentSpanId, span.attributes['router.plugin'], span.status.code])).toEqual([
+      ['plugin ads', root.spanId, 'ads', 0],
+      ['plugin keyterms', root.spanId, 'keyterms', 2],
+    ])
+    expect(plugins[1]!.status.message).toBe('keyterms_upstream_error')
   })
 
   test("a caller's traceparent is continued: the SERVER span is its child, in its trace", async () => {
