@@ -396,7 +396,7 @@ describe('messages shape via @anthropic-ai/sdk', () => {
       const post = (body: unknown) => raw('POST', '/v1/messages', undefined, body, { 'x-api-key': key.secret })
       expectMessagesError(await post({ max_tokens: 10, messages: [{ role: 'user', content: 'Hi' }] }), 400, 'invalid_request_error', 'model')
       expectMessagesError(await post({ model: 'm', max_tokens: 10, messages: [] }), 400, 'invalid_request_error', 'messages')
-      expectMessagesError(await post({ model: 'm', max_tokens: 10, messages: [{ role: 'system', content: 'Hi' }] }), 400, 'invalid_request_error', 'messages.0.role')
+      expectMessagesError(await post({ model: 'm', max_tokens: 10, messages: [{ role: 'developer', content: 'Hi' }] }), 400, 'invalid_request_error', 'messages.0.role')
       expectMessagesError(await post({ model: 'm', max_tokens: 'ten', messages: [{ role: 'user', content: 'Hi' }] }), 400, 'invalid_request_error', 'max_tokens')
       expectMessagesError(await post('{"model": "m", '), 400, 'invalid_request_error')
       for (const role of roles) expect(mocks[role].requests).toHaveLength(0)

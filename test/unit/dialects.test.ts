@@ -867,14 +867,58 @@ describe('messagesToChat (SPEC "POST /messages" translation table)', () => {
     ])
   })
 
+  test('structured output (output_config.format, or the beta output_format) becomes response_format; effort becomes reasoning_effort', () => {
+    const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false }
+    const chat = messagesToChat(validateMessagesBody({ model: 'm', max_tokens: 100, output_config: { format: { type: 'json_schema', schema }, effort: 'max' }, messages: [{ role: 'user', content: 'Where?' }] }))
+    expect(chat.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'response', schema } })
+    expect(chat.reasoning_effort).toBe('high')
+    const beta = messagesToChat(validateMessagesBody({ model: 'm', output_format: { type: 'json_schema', schema }, messages: [{ role: 'user', content: 'Where?' }] }))
+    expect(beta.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'response', schema } })
+    expect(beta.reasoning_effort).toBeUndefined()
+    // Thinking switched off keeps its word: no effort goes up.
+    expect(messagesToChat(validateMessagesBody({ model: 'm', thinking: { type: 'disabled' }, output_config: { effort: 'low' }, messages: [{ role: 'user', content: 'x' }] })).reasoning_effort).toBeUndefined()
+    expect(messagesToChat(validateMessagesBody({ model: 'm', thinking: { type: 'adaptive' }, output_config: { effort: 'medium' }, messages: [{ role: 'user', content: 'x' }] })).reasoning_effort).toBe('medium')
+  })
+
+  test("what Claude Code sends to a model that is not Claude: a system entry inside messages stays in place; context_management is not sent on", () => {
+    const chat = messagesToChat(
+      validateMessagesBody({
+        model: 'openai/gpt-4o-mini',
+        max_tokens: 32000,
+        system: [{ type: 'text', text: 'You are Claude Code.' }],
+        thinking: { type: 'adaptive' },
+        output_config: { effort: 'high' },
+        context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] },
+        messages: [
+          { role: 'user', content: [{ type: 'text', text: 'List the files.' }] },
+          { role: 'system', content: [{ type: 'text', text: '# Environment' }, { type: 'text', text: 'cwd: /repo' }] },
+          { role: 'user', content: 'Go on.' },
+        ],
+      }),
+    )
+    expect(chat.messages).toEqual([
+      { role: 'system', content: 'You are Claude Code.' },
+      { role: 'user', content: 'List the files.' },
+      { role: 'system', content: '# Environment\ncwd: /repo' },
+      { role: 'user', content: 'Go on.' },
+    ])
+    expect(chat.reasoning_effort).toBe('high')
+    expect(chat.context_management).toBeUndefined()
+  })
+
   test('validation names the field (messages envelope 400 upstream of here)', () => {
     const cases: [unknown, string][] = [
       [{ messages: [{ role: 'user', content: 'x' }] }, 'model'],
       [{ model: 'm', messages: [] }, 'messages'],
-      [{ model: 'm', messages: [{ role: 'system', content: 'x' }] }, 'messages.0.role'],
+      [{ model: 'm', messages: [{ role: 'tool', content: 'x' }] }, 'messages.0.role'],
       [{ model: 'm', messages: [{ role: 'user', content: 5 }] }, 'messages.0.content'],
       [{ model: 'm', max_tokens: 0, messages: [{ role: 'user', content: 'x' }] }, 'max_tokens'],
       [{ model: 'm', thinking: { type: 'enabled' }, messages: [{ role: 'user', content: 'x' }] }, 'thinking.budget_tokens'],
+      [{ model: 'm', thinking: { type: 'sometimes' }, messages: [{ role: 'user', content: 'x' }] }, 'thinking.type'],
+      [{ model: 'm', output_config: { effort: 'extreme' }, messages: [{ role: 'user', content: 'x' }] }, 'output_config.effort'],
+      [{ model: 'm', output_config: { format: { type: 'json_object' } }, messages: [{ role: 'user', content: 'x' }] }, 'output_config.format.type'],
+      [{ model: 'm', output_config: { format: { type: 'json_schema' } }, messages: [{ role: 'user', content: 'x' }] }, 'output_config.format.schema'],
+      [{ model: 'm', output_format: { type: 'json_schema', schema: 'x' }, messages: [{ role: 'user', content: 'x' }] }, 'output_format.schema'],
     ]
     for (const [body, field] of cases) {
       let caught: unknown

@@ -2,8 +2,11 @@
  * Messages-dialect request → chat request (SPEC "POST /messages" translation table): system,
  * thinking budget → `reasoning.max_tokens`, history thinking stripped, document blocks as chat file
  * parts, server tools passed as sent (their earlier-turn blocks dropped), tool use and results
- * (images inside tool results follow as a user message), `disable_parallel_tool_use`, and the
- * dropped fields `top_k`, `metadata`, `service_tier`, `cache_control`.
+ * (images inside tool results follow as a user message), `disable_parallel_tool_use`, structured
+ * output (`output_config.format`, or the beta's `output_format`) → `response_format`, effort
+ * (`output_config.effort`) → `reasoning_effort`, system entries inside `messages` kept in place, and
+ * the dropped fields `top_k`, `metadata`, `service_tier`, `cache_control`, `context_management`.
+ * docs/DIALECT-FIELDS.md lists every field.
  */
 import { RouterError } from '../../errors/router-error'
 
@@ -23,7 +26,8 @@ export function validateMessagesBody(value: unknown): Json & { model: string; me
   if (!Array.isArray(value.messages) || value.messages.length === 0) throw new RouterError('missing_messages', 'messages: Field required (a non-empty array).')
   value.messages.forEach((message: unknown, index: number) => {
     if (!isObject(message)) throw invalid(`messages.${index}: expected an object.`)
-    if (message.role !== 'user' && message.role !== 'assistant') throw invalid(`messages.${index}.role: expected 'user' or 'assistant'.`)
+    // 'system' inside the conversation: Claude Code sends one to a model that is not Claude.
+    if (message.role !== 'user' && message.role !== 'assistant' && message.role !== 'system') throw invalid(`messages.${index}.role: expected 'user', 'assistant' or 'system'.`)
     if (typeof message.content !== 'string' && !Array.isArray(message.content)) throw invalid(`messages.${index}.content: expected a string or an array of content blocks.`)
     if (Array.isArray(message.content)) {
       message.content.forEach((block: unknown, blockIndex: number) => {
@@ -40,11 +44,33 @@ export function validateMessagesBody(value: unknown): Json & { model: string; me
   }
   if (value.thinking !== undefined && value.thinking !== null) {
     if (!isObject(value.thinking)) throw invalid('thinking: expected an object.')
+    if (value.thinking.type !== 'enabled' && value.thinking.type !== 'disabled' && value.thinking.type !== 'adaptive') throw invalid("thinking.type: expected 'enabled', 'disabled' or 'adaptive'.")
     if (value.thinking.type === 'enabled' && (!Number.isInteger(value.thinking.budget_tokens) || value.thinking.budget_tokens < 1)) {
       throw invalid('thinking.budget_tokens: expected a positive integer when thinking is enabled.')
     }
   }
+  if (value.output_config !== undefined && value.output_config !== null) {
+    if (!isObject(value.output_config)) throw invalid('output_config: expected an object.')
+    const { effort, format } = value.output_config
+    if (effort !== undefined && effort !== null && !efforts.has(effort)) throw invalid(`output_config.effort: expected one of ${[...efforts].join(', ')}.`)
+    if (format !== undefined && format !== null) checkFormat(format, 'output_config.format')
+  }
+  // The structured-outputs beta's spelling of the same format.
+  if (value.output_format !== undefined && value.output_format !== null) checkFormat(value.output_format, 'output_format')
   return value as Json & { model: string; messages: Json[] }
+}
+
+/** `output_config.effort` (Messages) → chat `reasoning_effort` ('max' is chat's 'high', its highest). */
+const efforts = new Map<unknown, string>([
+  ['low', 'low'],
+  ['medium', 'medium'],
+  ['high', 'high'],
+  ['max', 'high'],
+])
+
+function checkFormat(format: unknown, name: string) {
+  if (!isObject(format) || format.type !== 'json_schema') throw invalid(`${name}.type: expected 'json_schema'.`)
+  if (!isObject(format.schema)) throw invalid(`${name}.schema: expected a JSON Schema object.`)
 }
 
 function imagePart(source: Json): Json | undefined {
@@ -111,6 +137,12 @@ export function messagesToChat(body: Json): Json {
   }
   for (const message of body.messages as Json[]) {
     const blocks: Json[] = typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content
+    if (message.role === 'system') {
+      // A system entry inside the conversation stays where it is, as a chat system message.
+      const text = blocks.filter((block) => block.type === 'text').map((block) => String(block.text ?? '')).join('\n')
+      if (text) messages.push({ role: 'system', content: text })
+      continue
+    }
     if (message.role === 'assistant') {
       let text = ''
       const toolCalls: Json[] = []
@@ -171,6 +203,18 @@ export function messagesToChat(body: Json): Json {
     chat.stream_options = { include_usage: true }
   }
   if (isObject(body.thinking) && body.thinking.type === 'enabled') chat.reasoning = { max_tokens: body.thinking.budget_tokens }
+  // Adaptive thinking with an effort (what Claude Code sends): chat's reasoning effort. Without one
+  // the model's own default stands, as adaptive thinking means.
+  const effort = isObject(body.output_config) ? efforts.get(body.output_config.effort) : undefined
+  if (effort !== undefined && !(isObject(body.thinking) && body.thinking.type === 'disabled')) chat.reasoning_effort = effort
+  // Structured output: the JSON schema the answer must follow, as chat's response_format.
+  const format = (isObject(body.output_config) && isObject(body.output_config.format) ? body.output_config.format : undefined) ?? (isObject(body.output_format) ? body.output_format : undefined)
+  if (format) {
+    chat.response_format = {
+      type: 'json_schema',
+      json_schema: { name: typeof format.name === 'string' && /^[a-zA-Z0-9_-]{1,64}$/.test(format.name) ? format.name : 'response', schema: format.schema },
+    }
+  }
   if (Array.isArray(body.tools) && body.tools.length) {
     chat.tools = body.tools.filter(isObject).map((tool: Json) =>
       tool.input_schema !== undefined || tool.type === 'custom' || tool.type === undefined

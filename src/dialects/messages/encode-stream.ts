@@ -10,7 +10,12 @@ import { detectStopSequence, mapStopReason } from './map-stop-reason'
 
 export const pingAfterSilenceMs = 10_000
 
-export function encodeMessagesStream(requestedModel: string, stopSequences: readonly string[] | undefined, silenceMs = pingAfterSilenceMs): TransformStream<StreamPart, Uint8Array> {
+/**
+ * `inputEstimate`: the prompt's tokens as the count_tokens estimator sees them, for `message_start`
+ * (the real counts come with `message_delta`, SPEC; clients such as LangChain read the prompt count
+ * from `message_start`, as Anthropic's API fills it).
+ */
+export function encodeMessagesStream(requestedModel: string, stopSequences: readonly string[] | undefined, silenceMs = pingAfterSilenceMs, inputEstimate = 0): TransformStream<StreamPart, Uint8Array> {
   let controller!: TransformStreamDefaultController<Uint8Array>
   let started = false
   let blockIndex = -1
@@ -46,7 +51,7 @@ export function encodeMessagesStream(requestedModel: string, stopSequences: read
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        usage: { input_tokens: 0, output_tokens: 0 },
+        usage: { input_tokens: inputEstimate, output_tokens: 0 },
       },
     })
   }

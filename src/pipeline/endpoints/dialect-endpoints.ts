@@ -79,6 +79,8 @@ export const embeddingsDialect: ClientDialect<EmbeddingsRequest> = {
 
 interface MessagesRequest extends ParsedRequest {
   stopSequences: string[] | undefined
+  /** A stream's prompt tokens as count_tokens estimates them, for its `message_start`. */
+  inputEstimate: number
 }
 
 export const messagesDialect: ClientDialect<MessagesRequest> = {
@@ -90,7 +92,8 @@ export const messagesDialect: ClientDialect<MessagesRequest> = {
     context.model = body.model
     context.stream = body.stream === true
     const chat = applySteering(messagesToChat(body), steeringOf(context))
-    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: chat, stopSequences: body.stop_sequences as string[] | undefined, siblings: siblingsOf(body) }
+    const inputEstimate = context.stream ? estimateInputTokens(body, steeringOf(context)) : 0
+    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: chat, stopSequences: body.stop_sequences as string[] | undefined, inputEstimate, siblings: siblingsOf(body) }
   },
   replyKind: undefined,
   relaysBytes: false,
@@ -99,7 +102,7 @@ export const messagesDialect: ClientDialect<MessagesRequest> = {
   toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody),
   errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
   writeReply: (_context, _deps, reply, parsed) => writeMessage(reply, parsed.model, parsed.stopSequences),
-  encodeStream: (_context, _deps, parsed) => encodeMessagesStream(parsed.model, parsed.stopSequences),
+  encodeStream: (_context, _deps, parsed) => encodeMessagesStream(parsed.model, parsed.stopSequences, undefined, parsed.inputEstimate),
 }
 
 export const contentDialect: ClientDialect = {
