@@ -871,7 +871,7 @@ describe('messagesToChat (SPEC "POST /messages" translation table)', () => {
     const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false }
     const chat = messagesToChat(validateMessagesBody({ model: 'm', max_tokens: 100, output_config: { format: { type: 'json_schema', schema }, effort: 'max' }, messages: [{ role: 'user', content: 'Where?' }] }))
     expect(chat.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'response', schema } })
-    expect(chat.reasoning_effort).toBe('high')
+    expect(chat.reasoning_effort).toBe('xhigh')
     const beta = messagesToChat(validateMessagesBody({ model: 'm', output_format: { type: 'json_schema', schema }, messages: [{ role: 'user', content: 'Where?' }] }))
     expect(beta.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'response', schema } })
     expect(beta.reasoning_effort).toBeUndefined()

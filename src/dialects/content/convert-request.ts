@@ -1,7 +1,11 @@
 /**
  * generateContent-dialect request → chat request: contents (text, inline data, file data, function
- * calls and responses), systemInstruction, generationConfig, function declarations and the
- * function-calling mode. Safety settings and cached content have no chat equivalent and are dropped.
+ * calls and responses), systemInstruction, generationConfig (Gemini `Schema`s converted to JSON
+ * Schema, thinking level and budget as chat reasoning settings), function declarations and the
+ * function-calling mode with its allowed names. Safety settings have no chat equivalent and are
+ * dropped; what would change the answer and cannot be said in chat (cached content, hosted tools,
+ * several candidates, log probabilities, non-text output, a response MIME type other than text or
+ * JSON) is refused naming the field. docs/DIALECT-FIELDS.md lists every field.
  */
 import { RouterError } from '../../errors/router-error'
 
@@ -47,7 +51,71 @@ export function validateContentBody(value: unknown): Json & { contents: Json[] }
     })
   })
   if (value.toolConfig !== undefined && !isObject(value.toolConfig)) throw invalid('toolConfig: expected an object.')
+  refuseUnsayable(value)
   return value as Json & { contents: Json[] }
+}
+
+/** The hosted tools of the Gemini API, which a chat gateway cannot run. */
+const hostedTools = ['googleSearch', 'googleSearchRetrieval', 'codeExecution', 'urlContext', 'fileSearch', 'googleMaps', 'computerUse', 'retrieval', 'enterpriseWebSearch', 'mcpServers']
+
+/** Fields that change the answer and have no chat equivalent: refused, naming the field, rather than lost. */
+function refuseUnsayable(value: Json) {
+  if (value.cachedContent !== undefined && value.cachedContent !== null && value.cachedContent !== '') {
+    throw invalid('cachedContent: cached content lives at one Gemini project and cannot be sent to a chat gateway; send its contents instead.')
+  }
+  ;(value.tools ?? []).forEach((tool: Json, index: number) => {
+    for (const name of hostedTools) if (tool[name] !== undefined) throw invalid(`tools[${index}].${name}: hosted Gemini tools cannot be run through a chat gateway; declare functions instead.`)
+  })
+  const config = isObject(value.generationConfig) ? value.generationConfig : {}
+  if (config.candidateCount !== undefined && config.candidateCount !== 1) throw invalid('generationConfig.candidateCount: only 1 is served.')
+  if (config.responseLogprobs === true || config.logprobs !== undefined) throw invalid(`generationConfig.${config.responseLogprobs === true ? 'responseLogprobs' : 'logprobs'}: log probabilities are not served on this shape.`)
+  const mime = config.responseMimeType
+  if (mime !== undefined && mime !== 'text/plain' && mime !== 'application/json') throw invalid(`generationConfig.responseMimeType: expected 'text/plain' or 'application/json'.`)
+  if ((config.responseSchema !== undefined || config.responseJsonSchema !== undefined) && mime !== 'application/json') {
+    throw invalid(`generationConfig.${config.responseSchema !== undefined ? 'responseSchema' : 'responseJsonSchema'}: needs responseMimeType 'application/json'.`)
+  }
+  if (Array.isArray(config.responseModalities) && config.responseModalities.some((modality: unknown) => String(modality).toUpperCase() !== 'TEXT')) {
+    throw invalid('generationConfig.responseModalities: only TEXT is served.')
+  }
+  for (const name of ['speechConfig', 'imageConfig', 'audioTimestamp'] as const) {
+    if (config[name] !== undefined && config[name] !== null && config[name] !== false) throw invalid(`generationConfig.${name}: only text answers are served.`)
+  }
+  const calling = isObject(value.toolConfig) ? value.toolConfig.functionCallingConfig : undefined
+  if (isObject(calling) && calling.mode !== undefined && !['AUTO', 'ANY', 'NONE', 'VALIDATED', 'MODE_UNSPECIFIED'].includes(calling.mode)) {
+    throw invalid("toolConfig.functionCallingConfig.mode: expected 'AUTO', 'ANY', 'NONE' or 'VALIDATED'.")
+  }
+  const thinking = isObject(config.thinkingConfig) ? config.thinkingConfig : undefined
+  if (thinking?.thinkingLevel !== undefined && !thinkingLevels.has(String(thinking.thinkingLevel).toLowerCase())) {
+    throw invalid("generationConfig.thinkingConfig.thinkingLevel: expected 'minimal', 'low', 'medium' or 'high'.")
+  }
+}
+
+/** Gemini thinking levels → chat reasoning effort. */
+const thinkingLevels = new Map<string, string>([
+  ['minimal', 'minimal'],
+  ['low', 'low'],
+  ['medium', 'medium'],
+  ['high', 'high'],
+])
+
+/**
+ * A Gemini `Schema` (OpenAPI 3.0 subset: upper-case types, `nullable`, `format`, …) as JSON Schema,
+ * which chat's `response_format` and function parameters take. A schema already in JSON Schema form
+ * (lower-case types) comes through unchanged.
+ */
+export function geminiSchemaToJsonSchema(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(geminiSchemaToJsonSchema)
+  if (!isObject(schema)) return schema
+  const out: Json = {}
+  for (const [name, value] of Object.entries(schema)) {
+    if (name === 'nullable' || name === 'propertyOrdering') continue
+    if (name === 'type' && typeof value === 'string') out.type = value.toLowerCase()
+    else if (name === 'properties' && isObject(value)) out.properties = Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, geminiSchemaToJsonSchema(inner)]))
+    else if (name === 'items' || name === 'anyOf' || name === 'not' || name === 'additionalProperties') out[name] = geminiSchemaToJsonSchema(value)
+    else out[name] = value
+  }
+  if (schema.nullable === true && typeof out.type === 'string') out.type = [out.type, 'null']
+  return out
 }
 
 function partToChat(part: Json): Json | undefined {
@@ -118,34 +186,37 @@ export function contentToChat(body: Json, model: string): Json {
   if (config.topP !== undefined) chat.top_p = config.topP
   if (config.maxOutputTokens !== undefined) chat.max_tokens = config.maxOutputTokens
   if (Array.isArray(config.stopSequences) && config.stopSequences.length) chat.stop = config.stopSequences
-  if (config.candidateCount !== undefined) chat.n = config.candidateCount
   if (config.presencePenalty !== undefined) chat.presence_penalty = config.presencePenalty
   if (config.frequencyPenalty !== undefined) chat.frequency_penalty = config.frequencyPenalty
   if (config.seed !== undefined) chat.seed = config.seed
   if (config.responseMimeType === 'application/json') {
-    const schema = config.responseJsonSchema ?? config.responseSchema
+    const schema = config.responseJsonSchema ?? (config.responseSchema !== undefined ? geminiSchemaToJsonSchema(config.responseSchema) : undefined)
     chat.response_format = schema ? { type: 'json_schema', json_schema: { name: 'response', schema } } : { type: 'json_object' }
   }
-  if (isObject(config.thinkingConfig) && typeof config.thinkingConfig.thinkingBudget === 'number' && config.thinkingConfig.thinkingBudget > 0) {
-    chat.reasoning = { max_tokens: config.thinkingConfig.thinkingBudget }
-  }
-  const declarations = (Array.isArray(body.tools) ? body.tools : []).flatMap((tool: Json) => (Array.isArray(tool?.functionDeclarations) ? tool.functionDeclarations : []))
+  const thinking = isObject(config.thinkingConfig) ? config.thinkingConfig : undefined
+  if (thinking && typeof thinking.thinkingBudget === 'number' && thinking.thinkingBudget > 0) chat.reasoning = { max_tokens: thinking.thinkingBudget }
+  else if (thinking?.thinkingLevel !== undefined) chat.reasoning_effort = thinkingLevels.get(String(thinking.thinkingLevel).toLowerCase())
+  const calling = isObject(body.toolConfig) && isObject(body.toolConfig.functionCallingConfig) ? body.toolConfig.functionCallingConfig : undefined
+  const allowed: string[] = Array.isArray(calling?.allowedFunctionNames) ? calling.allowedFunctionNames.map(String) : []
+  let declarations = (Array.isArray(body.tools) ? body.tools : []).flatMap((tool: Json) => (Array.isArray(tool?.functionDeclarations) ? tool.functionDeclarations : []))
+  // allowedFunctionNames narrows what the model may call: only those are offered.
+  if (allowed.length) declarations = declarations.filter((declaration: Json) => allowed.includes(declaration.name))
   if (declarations.length) {
     chat.tools = declarations.map((declaration: Json) => ({
       type: 'function',
       function: {
         name: declaration.name,
         ...(declaration.description !== undefined ? { description: declaration.description } : {}),
-        parameters: declaration.parametersJsonSchema ?? declaration.parameters ?? { type: 'object', properties: {} },
+        parameters: declaration.parametersJsonSchema ?? (declaration.parameters !== undefined ? geminiSchemaToJsonSchema(declaration.parameters) : { type: 'object', properties: {} }),
+        // VALIDATED: calls must follow the declared schemas.
+        ...(calling?.mode === 'VALIDATED' ? { strict: true } : {}),
       },
     }))
   }
-  const calling = body.toolConfig?.functionCallingConfig
-  if (isObject(calling)) {
-    const allowed = Array.isArray(calling.allowedFunctionNames) ? calling.allowedFunctionNames : []
+  if (calling) {
     if (calling.mode === 'NONE') chat.tool_choice = 'none'
-    else if (calling.mode === 'ANY') chat.tool_choice = allowed.length === 1 ? { type: 'function', function: { name: allowed[0] } } : 'required'
-    else if (calling.mode === 'AUTO') chat.tool_choice = 'auto'
+    else if (calling.mode === 'ANY') chat.tool_choice = declarations.length === 1 ? { type: 'function', function: { name: declarations[0].name } } : 'required'
+    else if (calling.mode === 'AUTO' || calling.mode === 'VALIDATED') chat.tool_choice = 'auto'
   }
   return chat
 }

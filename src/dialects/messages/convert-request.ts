@@ -57,15 +57,24 @@ export function validateMessagesBody(value: unknown): Json & { model: string; me
   }
   // The structured-outputs beta's spelling of the same format.
   if (value.output_format !== undefined && value.output_format !== null) checkFormat(value.output_format, 'output_format')
+  // Remote MCP servers are run by Anthropic's API; a chat gateway cannot. Attach them to the key instead.
+  if (Array.isArray(value.mcp_servers) && value.mcp_servers.length > 0) throw invalid("mcp_servers: remote MCP servers are not run on this shape; attach them to the key (the router runs their tools).")
+  value.messages.forEach((message: Json, index: number) => {
+    if (!Array.isArray(message.content)) return
+    message.content.forEach((block: Json, blockIndex: number) => {
+      if (block.type === 'image' && isObject(block.source) && block.source.type === 'file') throw invalid(`messages.${index}.content.${blockIndex}.source: an image by file_id cannot be sent to a chat gateway; send it as base64 or a URL.`)
+    })
+  })
   return value as Json & { model: string; messages: Json[] }
 }
 
-/** `output_config.effort` (Messages) → chat `reasoning_effort` ('max' is chat's 'high', its highest). */
+/** `output_config.effort` (Messages) → chat `reasoning_effort` ('max' is chat's 'xhigh', its highest). */
 const efforts = new Map<unknown, string>([
   ['low', 'low'],
   ['medium', 'medium'],
   ['high', 'high'],
-  ['max', 'high'],
+  ['xhigh', 'xhigh'],
+  ['max', 'xhigh'],
 ])
 
 function checkFormat(format: unknown, name: string) {
@@ -175,6 +184,12 @@ export function messagesToChat(body: Json): Json {
           if (document) parts.push(document)
           break
         }
+        case 'search_result': {
+          // A search result the client supplies: its title, source and text, inline.
+          const texts = Array.isArray(block.content) ? block.content.filter(isObject).map((item: Json) => String(item.text ?? '')) : []
+          parts.push({ type: 'text', text: [block.title, block.source, ...texts].filter((item) => typeof item === 'string' && item !== '').join('\n') })
+          break
+        }
         case 'tool_result': {
           const { text, images } = toolResultContent(block)
           toolMessages.push({ role: 'tool', tool_call_id: String(block.tool_use_id), content: block.is_error ? `Error: ${text}` : text })
@@ -224,6 +239,7 @@ export function messagesToChat(body: Json): Json {
               name: tool.name,
               ...(tool.description !== undefined ? { description: tool.description } : {}),
               parameters: tool.input_schema ?? { type: 'object', properties: {} },
+              ...(typeof tool.strict === 'boolean' ? { strict: tool.strict } : {}),
             },
           }
         : // Server tools (web search, code execution, …) are passed as sent.

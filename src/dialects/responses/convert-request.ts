@@ -47,6 +47,10 @@ function messageContentToChat(content: unknown): unknown {
 
 /** POST /responses body → chat body (translated mode). */
 export function responsesToChat(body: Json): { chat: Json; dropped: string[] } {
+  // A stored prompt template lives at the vendor: a gateway that translates to chat cannot expand it.
+  if (body.prompt !== undefined && body.prompt !== null) {
+    throw new RouterError('invalid_request', 'prompt: stored prompts are served only by gateways that keep Responses natively; send the instructions and input instead.')
+  }
   const dropped: string[] = []
   const messages: Json[] = []
   if (typeof body.instructions === 'string' && body.instructions) messages.push({ role: 'system', content: body.instructions })
@@ -101,6 +105,18 @@ export function responsesToChat(body: Json): { chat: Json; dropped: string[] } {
   const choice = body.tool_choice
   if (typeof choice === 'string') chat.tool_choice = choice
   else if (isObject(choice) && choice.type === 'function' && typeof choice.name === 'string') chat.tool_choice = { type: 'function', function: { name: choice.name } }
+  else if (isObject(choice) && choice.type === 'allowed_tools' && Array.isArray(choice.tools)) {
+    // Chat's own allowed_tools: the model may call only these, as `mode` says.
+    chat.tool_choice = {
+      type: 'allowed_tools',
+      allowed_tools: {
+        mode: choice.mode === 'required' ? 'required' : 'auto',
+        tools: choice.tools.filter(isObject).map((tool: Json) => (tool.type === 'function' ? { type: 'function', function: { name: tool.name } } : tool)),
+      },
+    }
+  }
+  // Output length guidance: chat takes it as `verbosity`.
+  if (isObject(body.text) && typeof body.text.verbosity === 'string') chat.verbosity = body.text.verbosity
   const format = isObject(body.text) ? (body.text.format as Json | undefined) : undefined
   if (isObject(format)) {
     if (format.type === 'json_schema') {

@@ -1,0 +1,181 @@
+/**
+ * The field table (docs/DIALECT-FIELDS.md) pinned, one case per row that changes what the model
+ * does: for each inbound shape (messages, generateContent, Responses translated to chat), a request
+ * field is translated (the chat fragment it becomes), dropped where SPEC or the table says so (and
+ * then nothing of it goes upstream), or refused with 400 `invalid_request` naming the field. None is
+ * lost without a word.
+ */
+import { describe, expect, test } from 'bun:test'
+import { RouterError } from '../../src/errors/router-error'
+import { messagesToChat, validateMessagesBody } from '../../src/dialects/messages/convert-request'
+import { contentToChat, validateContentBody } from '../../src/dialects/content/convert-request'
+import { responsesToChat } from '../../src/dialects/responses/convert-request'
+
+type Json = Record<string, any>
+
+const messages = (extra: Json) => messagesToChat(validateMessagesBody({ model: 'm', max_tokens: 50, messages: [{ role: 'user', content: 'Hi' }], ...extra }))
+const content = (extra: Json) => contentToChat(validateContentBody({ contents: [{ role: 'user', parts: [{ text: 'Hi' }] }], ...extra }), 'm')
+const responses = (extra: Json) => responsesToChat({ model: 'm', input: 'Hi', ...extra }).chat
+
+function refusal(run: () => unknown): RouterError {
+  try {
+    run()
+  } catch (error) {
+    if (error instanceof RouterError) return error
+    throw error
+  }
+  throw new Error('not refused')
+}
+
+const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }
+const tool = { name: 'lookup', description: 'Look up', input_schema: schema }
+
+describe('messages → chat', () => {
+  const translated: [string, Json, Json][] = [
+    ['max_tokens', { max_tokens: 77 }, { max_tokens: 77 }],
+    ['temperature', { temperature: 0.2 }, { temperature: 0.2 }],
+    ['top_p', { top_p: 0.9 }, { top_p: 0.9 }],
+    ['stop_sequences', { stop_sequences: ['END'] }, { stop: ['END'] }],
+    ['stream', { stream: true }, { stream: true, stream_options: { include_usage: true } }],
+    ['system (string)', { system: 'Be brief.' }, { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] }],
+    ['thinking enabled', { thinking: { type: 'enabled', budget_tokens: 2048 } }, { reasoning: { max_tokens: 2048 } }],
+    ['output_config.effort', { output_config: { effort: 'low' } }, { reasoning_effort: 'low' }],
+    ['output_config.format', { output_config: { format: { type: 'json_schema', schema } } }, { response_format: { type: 'json_schema', json_schema: { name: 'response', schema } } }],
+    ['output_format (beta)', { output_format: { type: 'json_schema', schema } }, { response_format: { type: 'json_schema', json_schema: { name: 'response', schema } } }],
+    ['tools', { tools: [tool] }, { tools: [{ type: 'function', function: { name: 'lookup', description: 'Look up', parameters: schema } }] }],
+    ['tools[].strict', { tools: [{ ...tool, strict: true }] }, { tools: [{ type: 'function', function: { name: 'lookup', description: 'Look up', parameters: schema, strict: true } }] }],
+    ['tool_choice auto', { tools: [tool], tool_choice: { type: 'auto' } }, { tool_choice: 'auto' }],
+    ['tool_choice any', { tools: [tool], tool_choice: { type: 'any' } }, { tool_choice: 'required' }],
+    ['tool_choice none', { tools: [tool], tool_choice: { type: 'none' } }, { tool_choice: 'none' }],
+    ['tool_choice tool', { tools: [tool], tool_choice: { type: 'tool', name: 'lookup' } }, { tool_choice: { type: 'function', function: { name: 'lookup' } } }],
+    ['disable_parallel_tool_use', { tools: [tool], tool_choice: { type: 'auto', disable_parallel_tool_use: true } }, { parallel_tool_calls: false }],
+  ]
+  for (const [field, extra, fragment] of translated) test(`translated: ${field}`, () => expect(messages(extra)).toMatchObject(fragment))
+
+  test('translated: a system entry inside messages stays in place', () => {
+    expect(messagesToChat(validateMessagesBody({ model: 'm', messages: [{ role: 'user', content: 'a' }, { role: 'system', content: 'b' }] })).messages).toEqual([
+      { role: 'user', content: 'a' },
+      { role: 'system', content: 'b' },
+    ])
+  })
+  test('translated: a search_result block rides inline as text', () => {
+    const chat = messagesToChat(validateMessagesBody({ model: 'm', messages: [{ role: 'user', content: [{ type: 'search_result', title: 'Otters', source: 'https://example.org/otters', content: [{ type: 'text', text: 'They hold hands.' }] }] }] }))
+    expect(chat.messages).toEqual([{ role: 'user', content: 'Otters\nhttps://example.org/otters\nThey hold hands.' }])
+  })
+
+  const dropped: [string, Json][] = [
+    ['top_k (SPEC)', { top_k: 5 }],
+    ['metadata (SPEC)', { metadata: { user_id: 'u' } }],
+    ['service_tier (SPEC)', { service_tier: 'auto' }],
+    ['context_management (server-side context editing; the conversation goes whole)', { context_management: { edits: [{ type: 'clear_tool_uses_20250919' }] } }],
+    ['thinking disabled (chat models reason only when asked)', { thinking: { type: 'disabled' } }],
+  ]
+  for (const [field, extra] of dropped) {
+    test(`dropped: ${field}`, () => {
+      const chat = messages(extra)
+      expect(Object.keys(chat).sort()).toEqual(['max_tokens', 'messages', 'model'])
+    })
+  }
+
+  const refused: [string, Json, string][] = [
+    ['mcp_servers', { mcp_servers: [{ type: 'url', url: 'https://mcp.example.org', name: 'x' }] }, 'mcp_servers'],
+    ['an image by file_id', { messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'file', file_id: 'file_1' } }] }] }, 'messages.0.content.0.source'],
+    ['thinking.type unknown', { thinking: { type: 'sometimes' } }, 'thinking.type'],
+    ['output_config.effort unknown', { output_config: { effort: 'extreme' } }, 'output_config.effort'],
+    ['output_config.format not json_schema', { output_config: { format: { type: 'xml' } } }, 'output_config.format.type'],
+  ]
+  for (const [what, extra, field] of refused) {
+    test(`refused: ${what}`, () => {
+      const error = refusal(() => messages(extra))
+      expect([error.status, error.code]).toEqual([400, 'invalid_request'])
+      expect(error.message.startsWith(`${field}:`)).toBe(true)
+    })
+  }
+})
+
+describe('generateContent → chat', () => {
+  const declaration = { name: 'lookup', description: 'Look up', parameters: { type: 'OBJECT', properties: { city: { type: 'STRING', nullable: true } }, required: ['city'] } }
+  const jsonSchema = { type: 'object', properties: { city: { type: ['string', 'null'] } }, required: ['city'] }
+  const translated: [string, Json, Json][] = [
+    ['temperature', { generationConfig: { temperature: 0.3 } }, { temperature: 0.3 }],
+    ['topP', { generationConfig: { topP: 0.8 } }, { top_p: 0.8 }],
+    ['maxOutputTokens', { generationConfig: { maxOutputTokens: 64 } }, { max_tokens: 64 }],
+    ['stopSequences', { generationConfig: { stopSequences: ['END'] } }, { stop: ['END'] }],
+    ['presencePenalty', { generationConfig: { presencePenalty: 0.5 } }, { presence_penalty: 0.5 }],
+    ['frequencyPenalty', { generationConfig: { frequencyPenalty: 0.5 } }, { frequency_penalty: 0.5 }],
+    ['seed', { generationConfig: { seed: 7 } }, { seed: 7 }],
+    ['responseMimeType json', { generationConfig: { responseMimeType: 'application/json' } }, { response_format: { type: 'json_object' } }],
+    ['responseSchema (Gemini Schema, converted)', { generationConfig: { responseMimeType: 'application/json', responseSchema: declaration.parameters } }, { response_format: { type: 'json_schema', json_schema: { name: 'response', schema: jsonSchema } } }],
+    ['responseJsonSchema', { generationConfig: { responseMimeType: 'application/json', responseJsonSchema: schema } }, { response_format: { type: 'json_schema', json_schema: { name: 'response', schema } } }],
+    ['thinkingBudget', { generationConfig: { thinkingConfig: { thinkingBudget: 1024 } } }, { reasoning: { max_tokens: 1024 } }],
+    ['thinkingLevel', { generationConfig: { thinkingConfig: { thinkingLevel: 'LOW' } } }, { reasoning_effort: 'low' }],
+    ['systemInstruction', { systemInstruction: { parts: [{ text: 'Be brief.' }] } }, { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] }],
+    ['functionDeclarations (parameters converted)', { tools: [{ functionDeclarations: [declaration] }] }, { tools: [{ type: 'function', function: { name: 'lookup', description: 'Look up', parameters: jsonSchema } }] }],
+    ['functionCallingConfig NONE', { tools: [{ functionDeclarations: [declaration] }], toolConfig: { functionCallingConfig: { mode: 'NONE' } } }, { tool_choice: 'none' }],
+    ['functionCallingConfig ANY', { tools: [{ functionDeclarations: [declaration, { ...declaration, name: 'other' }] }], toolConfig: { functionCallingConfig: { mode: 'ANY' } } }, { tool_choice: 'required' }],
+    ['functionCallingConfig VALIDATED', { tools: [{ functionDeclarations: [declaration] }], toolConfig: { functionCallingConfig: { mode: 'VALIDATED' } } }, { tool_choice: 'auto', tools: [{ function: { strict: true } }] }],
+  ]
+  for (const [field, extra, fragment] of translated) test(`translated: ${field}`, () => expect(content(extra)).toMatchObject(fragment))
+
+  test('translated: allowedFunctionNames offers only those functions', () => {
+    const chat = content({ tools: [{ functionDeclarations: [declaration, { ...declaration, name: 'other' }, { ...declaration, name: 'third' }] }], toolConfig: { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['other', 'third'] } } })
+    expect(chat.tools.map((tool: Json) => tool.function.name)).toEqual(['other', 'third'])
+    expect(chat.tool_choice).toBe('required')
+    const one = content({ tools: [{ functionDeclarations: [declaration, { ...declaration, name: 'other' }] }], toolConfig: { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['other'] } } })
+    expect(one.tool_choice).toEqual({ type: 'function', function: { name: 'other' } })
+  })
+
+  const dropped: [string, Json][] = [
+    ['safetySettings (no chat equivalent)', { safetySettings: [{ category: 'HARM_CATEGORY_HARASSMENT', threshold: 'BLOCK_NONE' }] }],
+    ['topK (as SPEC drops top_k)', { generationConfig: { topK: 40 } }],
+    ['candidateCount 1', { generationConfig: { candidateCount: 1 } }],
+    ['responseMimeType text/plain', { generationConfig: { responseMimeType: 'text/plain' } }],
+  ]
+  for (const [field, extra] of dropped) test(`dropped: ${field}`, () => expect(Object.keys(content(extra)).sort()).toEqual(['messages', 'model']))
+
+  const refused: [string, Json, string][] = [
+    ['cachedContent', { cachedContent: 'cachedContents/abc' }, 'cachedContent'],
+    ['a hosted tool', { tools: [{ googleSearch: {} }] }, 'tools[0].googleSearch'],
+    ['candidateCount above 1', { generationConfig: { candidateCount: 2 } }, 'generationConfig.candidateCount'],
+    ['responseLogprobs', { generationConfig: { responseLogprobs: true } }, 'generationConfig.responseLogprobs'],
+    ['responseMimeType enum', { generationConfig: { responseMimeType: 'text/x.enum' } }, 'generationConfig.responseMimeType'],
+    ['responseSchema without the JSON MIME type', { generationConfig: { responseSchema: schema } }, 'generationConfig.responseSchema'],
+    ['responseModalities AUDIO', { generationConfig: { responseModalities: ['AUDIO'] } }, 'generationConfig.responseModalities'],
+    ['speechConfig', { generationConfig: { speechConfig: { voiceConfig: {} } } }, 'generationConfig.speechConfig'],
+    ['thinkingLevel unknown', { generationConfig: { thinkingConfig: { thinkingLevel: 'enormous' } } }, 'generationConfig.thinkingConfig.thinkingLevel'],
+  ]
+  for (const [what, extra, field] of refused) {
+    test(`refused: ${what}`, () => {
+      const error = refusal(() => content(extra))
+      expect([error.status, error.code]).toEqual([400, 'invalid_request'])
+      expect(error.message.startsWith(`${field}:`)).toBe(true)
+    })
+  }
+})
+
+describe('Responses → chat (the translated gateway kind)', () => {
+  const fn = { type: 'function', name: 'lookup', description: 'Look up', parameters: schema }
+  const translated: [string, Json, Json][] = [
+    ['instructions', { instructions: 'Be brief.' }, { messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] }],
+    ['max_output_tokens', { max_output_tokens: 80 }, { max_tokens: 80 }],
+    ['temperature', { temperature: 0.4 }, { temperature: 0.4 }],
+    ['top_p', { top_p: 0.7 }, { top_p: 0.7 }],
+    ['parallel_tool_calls', { tools: [fn], parallel_tool_calls: false }, { parallel_tool_calls: false }],
+    ['tools (function, strict)', { tools: [{ ...fn, strict: true }] }, { tools: [{ type: 'function', function: { name: 'lookup', description: 'Look up', parameters: schema, strict: true } }] }],
+    ['tool_choice string', { tools: [fn], tool_choice: 'required' }, { tool_choice: 'required' }],
+    ['tool_choice function', { tools: [fn], tool_choice: { type: 'function', name: 'lookup' } }, { tool_choice: { type: 'function', function: { name: 'lookup' } } }],
+    ['tool_choice allowed_tools', { tools: [fn], tool_choice: { type: 'allowed_tools', mode: 'required', tools: [{ type: 'function', name: 'lookup' }] } }, { tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'required', tools: [{ type: 'function', function: { name: 'lookup' } }] } } }],
+    ['text.format json_schema', { text: { format: { type: 'json_schema', name: 'city', schema, strict: true } } }, { response_format: { type: 'json_schema', json_schema: { name: 'city', schema, strict: true } } }],
+    ['text.format json_object', { text: { format: { type: 'json_object' } } }, { response_format: { type: 'json_object' } }],
+    ['text.verbosity', { text: { verbosity: 'low' } }, { verbosity: 'low' }],
+    ['reasoning.effort', { reasoning: { effort: 'high' } }, { reasoning_effort: 'high' }],
+    ['stream', { stream: true }, { stream: true, stream_options: { include_usage: true } }],
+  ]
+  for (const [field, extra, fragment] of translated) test(`translated: ${field}`, () => expect(responses(extra)).toMatchObject(fragment))
+
+  test('refused: prompt (a stored template only the vendor can expand)', () => {
+    const error = refusal(() => responses({ prompt: { id: 'pmpt_1' } }))
+    expect([error.status, error.code]).toEqual([400, 'invalid_request'])
+    expect(error.message.startsWith('prompt:')).toBe(true)
+  })
+})
