@@ -9,7 +9,7 @@ import { describe, expect, test } from 'bun:test'
 import { RouterError } from '../../src/errors/router-error'
 import { messagesToChat, validateMessagesBody } from '../../src/dialects/messages/convert-request'
 import { contentToChat, validateContentBody } from '../../src/dialects/content/convert-request'
-import { responsesToChat } from '../../src/dialects/responses/convert-request'
+import { chatToResponses, responsesToChat } from '../../src/dialects/responses/convert-request'
 
 type Json = Record<string, any>
 
@@ -173,9 +173,40 @@ describe('Responses → chat (the translated gateway kind)', () => {
   ]
   for (const [field, extra, fragment] of translated) test(`translated: ${field}`, () => expect(responses(extra)).toMatchObject(fragment))
 
+  test('translated: a namespace of functions is offered function by function', () => {
+    const chat = responses({ tools: [{ type: 'namespace', name: 'multi_agent_v1', description: 'Agents', tools: [{ ...fn, name: 'spawn_agent' }, { ...fn, name: 'wait_agent' }] }, fn] })
+    expect((chat.tools as Json[]).map((tool) => tool.function.name)).toEqual(['spawn_agent', 'wait_agent', 'lookup'])
+  })
+
   test('refused: prompt (a stored template only the vendor can expand)', () => {
     const error = refusal(() => responses({ prompt: { id: 'pmpt_1' } }))
     expect([error.status, error.code]).toEqual([400, 'invalid_request'])
     expect(error.message.startsWith('prompt:')).toBe(true)
   })
+})
+
+describe('chat → Responses (the responses-only gateway kind)', () => {
+  const translated: [string, Json, Json][] = [
+    ['verbosity', { verbosity: 'high' }, { text: { verbosity: 'high' } }],
+    ['logprobs and top_logprobs', { logprobs: true, top_logprobs: 3 }, { include: ['message.output_text.logprobs'], top_logprobs: 3 }],
+    ['a thinking budget as an effort', { reasoning: { max_tokens: 4096 } }, { reasoning: { effort: 'medium' } }],
+    ['allowed_tools', { tool_choice: { type: 'allowed_tools', allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'lookup' } }] } } }, { tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [{ type: 'function', name: 'lookup' }] } }],
+    ['response_format with verbosity', { verbosity: 'low', response_format: { type: 'json_object' } }, { text: { verbosity: 'low', format: { type: 'json_object' } } }],
+  ]
+  for (const [field, extra, fragment] of translated) test(`translated: ${field}`, () => expect(chatToResponses({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], ...extra })).toMatchObject(fragment))
+
+  const refused: [string, Json, string][] = [
+    ['stop', { stop: ['END'] }, 'stop'],
+    ['seed', { seed: 7 }, 'seed'],
+    ['presence_penalty', { presence_penalty: 0.5 }, 'presence_penalty'],
+    ['frequency_penalty', { frequency_penalty: 0.5 }, 'frequency_penalty'],
+    ['n above 1', { n: 2 }, 'n'],
+  ]
+  for (const [what, extra, field] of refused) {
+    test(`refused: ${what}`, () => {
+      const error = refusal(() => chatToResponses({ model: 'm', messages: [{ role: 'user', content: 'Hi' }], ...extra }))
+      expect([error.status, error.code]).toEqual([400, 'invalid_request'])
+      expect(error.message.startsWith(`${field}:`)).toBe(true)
+    })
+  }
 })

@@ -87,7 +87,9 @@ export function responsesToChat(body: Json): { chat: Json; dropped: string[] } {
   for (const name of ['temperature', 'top_p', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'user'] as const) if (body[name] !== undefined) chat[name] = body[name]
   if (Array.isArray(body.tools)) {
     const tools: Json[] = []
-    for (const tool of body.tools) {
+    // A namespace groups client functions: they are offered one by one (their names are the model's to call).
+    const flattened = (body.tools as unknown[]).flatMap((tool) => (isObject(tool) && tool.type === 'namespace' && Array.isArray(tool.tools) ? tool.tools : [tool]))
+    for (const tool of flattened) {
       if (isObject(tool) && tool.type === 'function') {
         tools.push({
           type: 'function',
@@ -146,7 +148,22 @@ function chatContentToResponses(content: unknown, role: string): unknown {
 }
 
 /** Chat body → POST /responses body (the responses-only gateway kind). */
+/** Chat fields the Responses API has no place for, which change the answer: refused, naming the field, rather than lost. */
+const noResponsesEquivalent = ['stop', 'seed', 'presence_penalty', 'frequency_penalty', 'logit_bias'] as const
+
+/** A thinking budget as a Responses effort: the Responses API takes no token budget. */
+function effortForBudget(tokens: number): string {
+  return tokens <= 2048 ? 'low' : tokens <= 8192 ? 'medium' : 'high'
+}
+
 export function chatToResponses(chat: Json): Json {
+  for (const name of noResponsesEquivalent) {
+    const value = chat[name]
+    if (value !== undefined && value !== null && !(Array.isArray(value) && value.length === 0)) {
+      throw new RouterError('invalid_request', `${name}: the responses-only gateway kind has no ${name}; route this request to a chat gateway.`)
+    }
+  }
+  if (typeof chat.n === 'number' && chat.n > 1) throw new RouterError('invalid_request', 'n: the responses-only gateway kind answers one choice.')
   const instructions: string[] = []
   const input: Json[] = []
   const messages = Array.isArray(chat.messages) ? chat.messages.filter(isObject) : []
@@ -193,13 +210,27 @@ export function chatToResponses(chat: Json): Json {
   const choice = chat.tool_choice
   if (typeof choice === 'string') body.tool_choice = choice
   else if (isObject(choice) && isObject(choice.function)) body.tool_choice = { type: 'function', name: choice.function.name }
+  else if (isObject(choice) && choice.type === 'allowed_tools' && isObject(choice.allowed_tools)) {
+    const allowed = choice.allowed_tools
+    body.tool_choice = {
+      type: 'allowed_tools',
+      mode: allowed.mode === 'required' ? 'required' : 'auto',
+      tools: (Array.isArray(allowed.tools) ? allowed.tools.filter(isObject) : []).map((tool) => (isObject(tool.function) ? { type: 'function', name: tool.function.name } : tool)),
+    }
+  }
+  if (typeof chat.verbosity === 'string') body.text = { ...(isObject(body.text) ? body.text : {}), verbosity: chat.verbosity }
+  if (chat.logprobs === true) {
+    body.include = ['message.output_text.logprobs']
+    if (typeof chat.top_logprobs === 'number') body.top_logprobs = chat.top_logprobs
+  }
   const format = chat.response_format
   if (isObject(format)) {
     if (format.type === 'json_schema' && isObject(format.json_schema)) {
       const schema = format.json_schema
-      body.text = { format: { type: 'json_schema', name: schema.name ?? 'response', schema: schema.schema, ...(schema.strict !== undefined ? { strict: schema.strict } : {}) } }
-    } else if (format.type === 'json_object') body.text = { format: { type: 'json_object' } }
+      body.text = { ...(isObject(body.text) ? body.text : {}), format: { type: 'json_schema', name: schema.name ?? 'response', schema: schema.schema, ...(schema.strict !== undefined ? { strict: schema.strict } : {}) } }
+    } else if (format.type === 'json_object') body.text = { ...(isObject(body.text) ? body.text : {}), format: { type: 'json_object' } }
   }
   if (typeof chat.reasoning_effort === 'string') body.reasoning = { effort: chat.reasoning_effort }
+  else if (isObject(chat.reasoning) && typeof chat.reasoning.max_tokens === 'number') body.reasoning = { effort: effortForBudget(chat.reasoning.max_tokens) }
   return body
 }
