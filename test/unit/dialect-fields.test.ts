@@ -63,6 +63,40 @@ describe('messages → chat', () => {
     expect(chat.messages).toEqual([{ role: 'user', content: 'Otters\nhttps://example.org/otters\nThey hold hands.' }])
   })
 
+  test('translated: a document inside a tool_result follows the tool message as a user message; a search_result in it is text', () => {
+    const chat = messagesToChat(
+      validateMessagesBody({
+        model: 'm',
+        messages: [
+          { role: 'assistant', content: [{ type: 'tool_use', id: 'tu_1', name: 'fetch', input: {} }] },
+          {
+            role: 'user',
+            content: [
+              {
+                type: 'tool_result',
+                tool_use_id: 'tu_1',
+                content: [
+                  { type: 'search_result', title: 'Otters', source: 'https://example.org', content: [{ type: 'text', text: 'They hold hands.' }] },
+                  { type: 'document', source: { type: 'base64', media_type: 'application/pdf', data: 'JVBERi0=' } },
+                ],
+              },
+            ],
+          },
+        ],
+      }),
+    )
+    expect(chat.messages.slice(1)).toEqual([
+      { role: 'tool', tool_call_id: 'tu_1', content: 'Otters\nhttps://example.org\nThey hold hands.' },
+      { role: 'user', content: [{ type: 'file', file: { filename: 'document.pdf', file_data: 'data:application/pdf;base64,JVBERi0=' } }] },
+    ])
+  })
+  test('translated: document.context rides before the document; tools[].input_examples follow the description', () => {
+    const withContext = messagesToChat(validateMessagesBody({ model: 'm', messages: [{ role: 'user', content: [{ type: 'document', context: 'The 2025 report.', source: { type: 'text', data: 'Otters: 12.' } }] }] }))
+    expect(withContext.messages).toEqual([{ role: 'user', content: 'The 2025 report.\nOtters: 12.' }])
+    const withExamples = messages({ tools: [{ ...tool, input_examples: [{ city: 'Lyon' }] }] })
+    expect(withExamples.tools[0].function.description).toBe('Look up\n\nExamples of input:\n{"city":"Lyon"}')
+  })
+
   const dropped: [string, Json][] = [
     ['top_k (SPEC)', { top_k: 5 }],
     ['metadata (SPEC)', { metadata: { user_id: 'u' } }],
@@ -83,6 +117,8 @@ describe('messages → chat', () => {
     ['thinking.type unknown', { thinking: { type: 'sometimes' } }, 'thinking.type'],
     ['output_config.effort unknown', { output_config: { effort: 'extreme' } }, 'output_config.effort'],
     ['output_config.format not json_schema', { output_config: { format: { type: 'xml' } } }, 'output_config.format.type'],
+    ['tool_choice of an unknown type', { tools: [tool], tool_choice: { type: 'sometimes' } }, 'tool_choice.type'],
+    ['tool_choice tool without a name', { tools: [tool], tool_choice: { type: 'tool' } }, 'tool_choice.name'],
   ]
   for (const [what, extra, field] of refused) {
     test(`refused: ${what}`, () => {
@@ -143,6 +179,8 @@ describe('generateContent → chat', () => {
     ['responseModalities AUDIO', { generationConfig: { responseModalities: ['AUDIO'] } }, 'generationConfig.responseModalities'],
     ['speechConfig', { generationConfig: { speechConfig: { voiceConfig: {} } } }, 'generationConfig.speechConfig'],
     ['thinkingLevel unknown', { generationConfig: { thinkingConfig: { thinkingLevel: 'enormous' } } }, 'generationConfig.thinkingConfig.thinkingLevel'],
+    ['responseFormat (Vertex)', { generationConfig: { responseFormat: [{ text: { mimeType: 'application/json' } }] } }, 'generationConfig.responseFormat'],
+    ['videoMetadata', { contents: [{ role: 'user', parts: [{ fileData: { mimeType: 'video/mp4', fileUri: 'gs://v' }, videoMetadata: { startOffset: '10s' } }] }] }, 'contents[0].parts[0].videoMetadata'],
   ]
   for (const [what, extra, field] of refused) {
     test(`refused: ${what}`, () => {
@@ -176,6 +214,18 @@ describe('Responses → chat (the translated gateway kind)', () => {
   test('translated: a namespace of functions is offered function by function', () => {
     const chat = responses({ tools: [{ type: 'namespace', name: 'multi_agent_v1', description: 'Agents', tools: [{ ...fn, name: 'spawn_agent' }, { ...fn, name: 'wait_agent' }] }, fn] })
     expect((chat.tools as Json[]).map((tool) => tool.function.name)).toEqual(['spawn_agent', 'wait_agent', 'lookup'])
+  })
+
+  for (const type of ['compaction', 'item_reference', 'custom_tool_call', 'custom_tool_call_output']) {
+    test(`refused: input item ${type}`, () => {
+      const error = refusal(() => responses({ input: [{ role: 'user', content: 'Hi' }, { type, id: 'x' }] }))
+      expect([error.status, error.code]).toEqual([400, 'invalid_request'])
+      expect(error.message.startsWith(`input item ${type}:`)).toBe(true)
+    })
+  }
+  test('refused: an input_image by file_id', () => {
+    const error = refusal(() => responses({ input: [{ role: 'user', content: [{ type: 'input_image', file_id: 'file_1' }] }] }))
+    expect(error.message.startsWith('input_image.file_id:')).toBe(true)
   })
 
   test('refused: prompt (a stored template only the vendor can expand)', () => {

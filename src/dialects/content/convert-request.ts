@@ -67,6 +67,12 @@ function refuseUnsayable(value: Json) {
     for (const name of hostedTools) if (tool[name] !== undefined) throw invalid(`tools[${index}].${name}: hosted Gemini tools cannot be run through a chat gateway; declare functions instead.`)
   })
   const config = isObject(value.generationConfig) ? value.generationConfig : {}
+  if (Array.isArray(config.responseFormat) && config.responseFormat.length > 0) throw invalid('generationConfig.responseFormat: use responseMimeType with responseSchema or responseJsonSchema.')
+  value.contents.forEach((content: Json, index: number) => {
+    ;(content.parts as Json[]).forEach((part, partIndex) => {
+      if (part.videoMetadata !== undefined) throw invalid(`contents[${index}].parts[${partIndex}].videoMetadata: clips of a video cannot be sent to a chat gateway; send the clip itself.`)
+    })
+  })
   if (config.candidateCount !== undefined && config.candidateCount !== 1) throw invalid('generationConfig.candidateCount: only 1 is served.')
   if (config.responseLogprobs === true || config.logprobs !== undefined) throw invalid(`generationConfig.${config.responseLogprobs === true ? 'responseLogprobs' : 'logprobs'}: log probabilities are not served on this shape.`)
   const mime = config.responseMimeType

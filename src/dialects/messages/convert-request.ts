@@ -57,6 +57,10 @@ export function validateMessagesBody(value: unknown): Json & { model: string; me
   }
   // The structured-outputs beta's spelling of the same format.
   if (value.output_format !== undefined && value.output_format !== null) checkFormat(value.output_format, 'output_format')
+  if (value.tool_choice !== undefined && value.tool_choice !== null) {
+    if (!isObject(value.tool_choice) || !['auto', 'any', 'none', 'tool'].includes(value.tool_choice.type)) throw invalid("tool_choice.type: expected 'auto', 'any', 'none' or 'tool'.")
+    if (value.tool_choice.type === 'tool' && typeof value.tool_choice.name !== 'string') throw invalid('tool_choice.name: required when tool_choice.type is tool.')
+  }
   // Remote MCP servers are run by Anthropic's API; a chat gateway cannot. Attach them to the key instead.
   if (Array.isArray(value.mcp_servers) && value.mcp_servers.length > 0) throw invalid("mcp_servers: remote MCP servers are not run on this shape; attach them to the key (the router runs their tools).")
   value.messages.forEach((message: Json, index: number) => {
@@ -113,11 +117,24 @@ function documentPart(block: Json): Json | undefined {
   }
 }
 
+/** A tool's description, with its input examples (prompt content the model is meant to see) after it. */
+function describe(tool: Json): string {
+  const description = typeof tool.description === 'string' ? tool.description : ''
+  if (!Array.isArray(tool.input_examples) || tool.input_examples.length === 0) return description
+  return `${description}${description ? '\n\n' : ''}Examples of input:\n${tool.input_examples.map((example: unknown) => JSON.stringify(example)).join('\n')}`
+}
+
 /** Joined text of a chat content array when every part is text (then a plain string is sent). */
 function simplify(parts: Json[]): string | Json[] {
   return parts.every((part) => part.type === 'text') ? parts.map((part) => part.text).join('') : parts
 }
 
+function searchResultText(block: Json): string {
+  const texts = Array.isArray(block.content) ? block.content.filter(isObject).map((item: Json) => String(item.text ?? '')) : []
+  return [block.title, block.source, ...texts].filter((item) => typeof item === 'string' && item !== '').join('\n')
+}
+
+/** A tool result's text, and the parts chat cannot put in a tool message (images, files), which follow it as a user message. */
 function toolResultContent(block: Json): { text: string; images: Json[] } {
   if (typeof block.content === 'string') return { text: block.content, images: [] }
   const texts: string[] = []
@@ -131,7 +148,8 @@ function toolResultContent(block: Json): { text: string; images: Json[] } {
     } else if (item.type === 'document') {
       const document = documentPart(item)
       if (document?.type === 'text') texts.push(document.text)
-    }
+      else if (document) images.push(document)
+    } else if (item.type === 'search_result') texts.push(searchResultText(item))
   }
   return { text: texts.join('\n'), images }
 }
@@ -180,16 +198,16 @@ export function messagesToChat(body: Json): Json {
           break
         }
         case 'document': {
+          // Its `context` is text about the document the model is meant to read with it.
+          if (typeof block.context === 'string' && block.context) parts.push({ type: 'text', text: `${block.context}\n` })
           const document = documentPart(block)
           if (document) parts.push(document)
           break
         }
-        case 'search_result': {
+        case 'search_result':
           // A search result the client supplies: its title, source and text, inline.
-          const texts = Array.isArray(block.content) ? block.content.filter(isObject).map((item: Json) => String(item.text ?? '')) : []
-          parts.push({ type: 'text', text: [block.title, block.source, ...texts].filter((item) => typeof item === 'string' && item !== '').join('\n') })
+          parts.push({ type: 'text', text: searchResultText(block) })
           break
-        }
         case 'tool_result': {
           const { text, images } = toolResultContent(block)
           toolMessages.push({ role: 'tool', tool_call_id: String(block.tool_use_id), content: block.is_error ? `Error: ${text}` : text })
@@ -203,7 +221,7 @@ export function messagesToChat(body: Json): Json {
       }
     }
     messages.push(...toolMessages)
-    // An image inside a tool_result follows the tool messages as a user message.
+    // An image or a file inside a tool_result follows the tool messages as a user message.
     if (toolImages.length) messages.push({ role: 'user', content: toolImages })
     if (parts.length) messages.push({ role: 'user', content: simplify(parts) })
   }
@@ -237,7 +255,7 @@ export function messagesToChat(body: Json): Json {
             type: 'function',
             function: {
               name: tool.name,
-              ...(tool.description !== undefined ? { description: tool.description } : {}),
+              ...(tool.description !== undefined || Array.isArray(tool.input_examples) ? { description: describe(tool) } : {}),
               parameters: tool.input_schema ?? { type: 'object', properties: {} },
               ...(typeof tool.strict === 'boolean' ? { strict: tool.strict } : {}),
             },

@@ -19,7 +19,7 @@ function contentPartToChat(part: Json): Json | undefined {
       return { type: 'text', text: String(part.text ?? '') }
     case 'input_image': {
       const url = typeof part.image_url === 'string' ? part.image_url : undefined
-      if (!url) return undefined
+      if (!url) throw new RouterError('invalid_request', 'input_image.file_id: an image by file id cannot be sent to a chat gateway; send image_url (a URL or a data URL).')
       return { type: 'image_url', image_url: { url, ...(part.detail ? { detail: part.detail } : {}) } }
     }
     case 'input_file':
@@ -72,6 +72,9 @@ export function responsesToChat(body: Json): { chat: Json; dropped: string[] } {
         messages.push({ role: 'tool', tool_call_id: String(item.call_id ?? ''), content: typeof item.output === 'string' ? item.output : JSON.stringify(item.output) })
       } else if (type === 'reasoning') {
         dropped.push('reasoning item')
+      } else if (type === 'compaction' || type === 'item_reference' || type === 'custom_tool_call' || type === 'custom_tool_call_output') {
+        // Earlier context only the vendor can expand, or client-tool history chat cannot hold: refused, not lost.
+        throw new RouterError('invalid_request', `input item ${String(type)}: not served by a gateway that translates Responses to chat; send the conversation as messages and function calls.`)
       } else {
         dropped.push(`input item ${String(type)}`)
       }
