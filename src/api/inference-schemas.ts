@@ -247,7 +247,7 @@ export const ResponseObject = Type.Object(
 
 const MessagesMessage = Type.Object(
   {
-    role: Enum(['user', 'assistant']),
+    role: Enum(['user', 'assistant', 'system'], { description: "'system': kept in place as a system message (what Claude Code sends to models that are not Claude)." }),
     content: Type.Union([Type.String(), Type.Array(Type.Object({ type: Type.String() }, Open), { description: 'Content blocks: text, image, document, tool_use, tool_result, thinking, …' })]),
   },
   Open,

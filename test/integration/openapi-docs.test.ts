@@ -538,7 +538,7 @@ const bodyCases: BodyCase[] = [
       top_k: 5,
     },
   },
-  { operation: 'post /v1/messages', shape: 'messages', valid: false, body: { model: 'anthropic/claude-sonnet-4', max_tokens: 10, messages: [{ role: 'system', content: 'x' }] } },
+  { operation: 'post /v1/messages', shape: 'messages', valid: false, body: { model: 'anthropic/claude-sonnet-4', max_tokens: 10, messages: [{ role: 'tool', content: 'x' }] } },
   { operation: 'post /v1/messages', shape: 'messages', valid: false, body: { model: 'anthropic/claude-sonnet-4', max_tokens: 0, messages: [userTurn] } },
   { operation: 'post /v1/messages', shape: 'messages', valid: false, body: { model: 'anthropic/claude-sonnet-4', stream: 'yes', messages: [userTurn] } },
   { operation: 'post /v1/messages', shape: 'messages', valid: false, body: { model: 'anthropic/claude-sonnet-4', stop_sequences: [1], messages: [userTurn] } },
