@@ -10,6 +10,8 @@ import { RouterError } from '../../src/errors/router-error'
 import { messagesToChat, validateMessagesBody } from '../../src/dialects/messages/convert-request'
 import { contentToChat, validateContentBody } from '../../src/dialects/content/convert-request'
 import { chatToResponses, responsesToChat } from '../../src/dialects/responses/convert-request'
+import { writeMessage } from '../../src/dialects/messages/convert-response'
+import { writeGenerateContentResponse } from '../../src/dialects/content/convert-response'
 
 type Json = Record<string, any>
 
@@ -153,6 +155,11 @@ describe('generateContent → chat', () => {
   ]
   for (const [field, extra, fragment] of translated) test(`translated: ${field}`, () => expect(content(extra)).toMatchObject(fragment))
 
+  test('translated: mediaResolution as the images\' detail', () => {
+    const chat = content({ contents: [{ role: 'user', parts: [{ text: 'What is this?' }, { inlineData: { mimeType: 'image/png', data: 'iVBORw0KGgo=' } }] }], generationConfig: { mediaResolution: 'MEDIA_RESOLUTION_LOW' } })
+    expect(chat.messages[0].content[1]).toEqual({ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=', detail: 'low' } })
+  })
+
   test('translated: allowedFunctionNames offers only those functions', () => {
     const chat = content({ tools: [{ functionDeclarations: [declaration, { ...declaration, name: 'other' }, { ...declaration, name: 'third' }] }], toolConfig: { functionCallingConfig: { mode: 'ANY', allowedFunctionNames: ['other', 'third'] } } })
     expect(chat.tools.map((tool: Json) => tool.function.name)).toEqual(['other', 'third'])
@@ -223,6 +230,18 @@ describe('Responses → chat (the translated gateway kind)', () => {
       expect(error.message.startsWith(`input item ${type}:`)).toBe(true)
     })
   }
+  test('refused: a custom tool, a custom tool_choice, reasoning.mode pro, newer input items', () => {
+    const cases: [Json, string][] = [
+      [{ tools: [{ type: 'custom', name: 'apply_patch', format: { type: 'text' } }] }, 'tools:'],
+      [{ tools: [fn], tool_choice: { type: 'custom', name: 'apply_patch' } }, 'tool_choice:'],
+      [{ reasoning: { effort: 'high', mode: 'pro' } }, 'reasoning.mode:'],
+      [{ input: [{ role: 'user', content: 'Hi' }, { type: 'additional_tools', tools: [] }] }, 'input item additional_tools:'],
+    ]
+    for (const [extra, start] of cases) expect(refusal(() => responses(extra)).message.startsWith(start)).toBe(true)
+  })
+  test('dropped: context_management (a compaction threshold; nothing the model reads is lost)', () => {
+    expect(responses({ context_management: [{ type: 'compaction', compact_threshold: 100000 }] }).context_management).toBeUndefined()
+  })
   test('refused: an input_image by file_id', () => {
     const error = refusal(() => responses({ input: [{ role: 'user', content: [{ type: 'input_image', file_id: 'file_1' }] }] }))
     expect(error.message.startsWith('input_image.file_id:')).toBe(true)
@@ -259,4 +278,17 @@ describe('chat → Responses (the responses-only gateway kind)', () => {
       expect(error.message.startsWith(`${field}:`)).toBe(true)
     })
   }
+})
+
+describe('answer-shape switches', () => {
+  const reply = { id: 'r1', text: 'Lyon.', reasoning: 'The user asks where.', reasoningSignature: 'sig', toolCalls: [], finishReason: 'stop', usage: { inputTokens: 5, outputTokens: 9, reasoningTokens: 4 } } as any
+  test("messages thinking.display 'omitted': the thinking block stays, without its text", () => {
+    expect(writeMessage(reply, 'm', undefined, true).content[0]).toEqual({ type: 'thinking', thinking: '', signature: 'sig' })
+    expect(writeMessage(reply, 'm', undefined).content[0]).toEqual({ type: 'thinking', thinking: 'The user asks where.', signature: 'sig' })
+  })
+  test('generateContent includeThoughts false: no thought parts, their tokens still counted', () => {
+    const hidden = writeGenerateContentResponse(reply, 'm', true)
+    expect(hidden.candidates[0]!.content.parts).toEqual([{ text: 'Lyon.' }])
+    expect(writeGenerateContentResponse(reply, 'm').candidates[0]!.content.parts).toEqual([{ text: 'The user asks where.', thought: true }, { text: 'Lyon.' }])
+  })
 })

@@ -124,17 +124,20 @@ export function geminiSchemaToJsonSchema(schema: unknown): unknown {
   return out
 }
 
-function partToChat(part: Json): Json | undefined {
+/** generationConfig.mediaResolution → chat's image `detail`. */
+const imageDetail: Record<string, string> = { MEDIA_RESOLUTION_LOW: 'low', MEDIA_RESOLUTION_MEDIUM: 'auto', MEDIA_RESOLUTION_HIGH: 'high' }
+
+function partToChat(part: Json, detail?: string): Json | undefined {
   if (typeof part.text === 'string') return part.thought === true ? undefined : { type: 'text', text: part.text }
   if (isObject(part.inlineData)) {
     const mime = String(part.inlineData.mimeType ?? 'application/octet-stream')
     const url = `data:${mime};base64,${part.inlineData.data ?? ''}`
-    return mime.startsWith('image/') ? { type: 'image_url', image_url: { url } } : { type: 'file', file: { file_data: url } }
+    return mime.startsWith('image/') ? { type: 'image_url', image_url: { url, ...(detail ? { detail } : {}) } } : { type: 'file', file: { file_data: url } }
   }
   if (isObject(part.fileData)) {
     const mime = String(part.fileData.mimeType ?? '')
     const uri = String(part.fileData.fileUri ?? '')
-    return mime.startsWith('image/') ? { type: 'image_url', image_url: { url: uri } } : { type: 'file', file: { file_data: uri } }
+    return mime.startsWith('image/') ? { type: 'image_url', image_url: { url: uri, ...(detail ? { detail } : {}) } } : { type: 'file', file: { file_data: uri } }
   }
   return undefined
 }
@@ -179,7 +182,7 @@ export function contentToChat(body: Json, model: string): Json {
         messages.push({ role: 'tool', tool_call_id: id, content: JSON.stringify(part.functionResponse.response ?? {}) })
         continue
       }
-      const converted = partToChat(part)
+      const converted = partToChat(part, imageDetail[String(part.mediaResolution?.level ?? body.generationConfig?.mediaResolution ?? '')])
       if (converted) chatParts.push(converted)
     }
     if (chatParts.length) {

@@ -19,9 +19,10 @@ export function mapFinishReason(reason: FinishReason): string {
   }
 }
 
-export function writeGenerateContentResponse(result: AssistantResult, requestedModel: string) {
+/** `hideThoughts`: the request's `includeThoughts: false`: no thought parts (their tokens are still counted). */
+export function writeGenerateContentResponse(result: AssistantResult, requestedModel: string, hideThoughts = false) {
   const parts: Record<string, unknown>[] = []
-  if (result.reasoning) parts.push({ text: result.reasoning, thought: true })
+  if (result.reasoning && !hideThoughts) parts.push({ text: result.reasoning, thought: true })
   if (result.text) parts.push({ text: result.text })
   for (const call of result.toolCalls) parts.push({ functionCall: { id: call.id, name: call.name, args: parseToolArguments(call.arguments) } })
   if (parts.length === 0) parts.push({ text: '' })

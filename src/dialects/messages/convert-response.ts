@@ -7,9 +7,10 @@ export function messageId(upstreamId: string | undefined): string {
   return `msg_${base || crypto.randomUUID().replace(/-/g, '')}`
 }
 
-export function writeMessage(result: AssistantResult, requestedModel: string, stopSequences: readonly string[] | undefined) {
+/** `omitThinking`: the request's `thinking.display: 'omitted'`: the thinking block stays, its text empty. */
+export function writeMessage(result: AssistantResult, requestedModel: string, stopSequences: readonly string[] | undefined, omitThinking = false) {
   const content: Record<string, unknown>[] = []
-  if (result.reasoning) content.push({ type: 'thinking', thinking: result.reasoning, signature: result.reasoningSignature ?? '' })
+  if (result.reasoning) content.push({ type: 'thinking', thinking: omitThinking ? '' : result.reasoning, signature: result.reasoningSignature ?? '' })
   const stopSequence = result.finishReason === 'stop' ? detectStopSequence(result.text, stopSequences) : undefined
   // The stop sequence itself is not part of the reply text in this dialect.
   const text = stopSequence && result.text.endsWith(stopSequence) ? result.text.slice(0, -stopSequence.length) : result.text

@@ -15,7 +15,7 @@ export const pingAfterSilenceMs = 10_000
  * (the real counts come with `message_delta`, SPEC; clients such as LangChain read the prompt count
  * from `message_start`, as Anthropic's API fills it).
  */
-export function encodeMessagesStream(requestedModel: string, stopSequences: readonly string[] | undefined, silenceMs = pingAfterSilenceMs, inputEstimate = 0): TransformStream<StreamPart, Uint8Array> {
+export function encodeMessagesStream(requestedModel: string, stopSequences: readonly string[] | undefined, silenceMs = pingAfterSilenceMs, inputEstimate = 0, omitThinking = false): TransformStream<StreamPart, Uint8Array> {
   let controller!: TransformStreamDefaultController<Uint8Array>
   let started = false
   let blockIndex = -1
@@ -86,6 +86,8 @@ export function encodeMessagesStream(requestedModel: string, stopSequences: read
         case 'reasoning-delta':
           start()
           if (openBlock !== 'thinking') openNew('thinking', { type: 'thinking', thinking: '', signature: '' })
+          // thinking.display 'omitted': the block and its signature, not its text.
+          if (omitThinking) return
           return emit('content_block_delta', { index: blockIndex, delta: { type: 'thinking_delta', thinking: part.delta } })
         case 'reasoning-signature':
           signature = part.signature

@@ -72,7 +72,7 @@ export function responsesToChat(body: Json): { chat: Json; dropped: string[] } {
         messages.push({ role: 'tool', tool_call_id: String(item.call_id ?? ''), content: typeof item.output === 'string' ? item.output : JSON.stringify(item.output) })
       } else if (type === 'reasoning') {
         dropped.push('reasoning item')
-      } else if (type === 'compaction' || type === 'item_reference' || type === 'custom_tool_call' || type === 'custom_tool_call_output') {
+      } else if (type === 'compaction' || type === 'item_reference' || type === 'custom_tool_call' || type === 'custom_tool_call_output' || type === 'additional_tools' || type === 'program' || type === 'program_output' || type === 'compaction_trigger') {
         // Earlier context only the vendor can expand, or client-tool history chat cannot hold: refused, not lost.
         throw new RouterError('invalid_request', `input item ${String(type)}: not served by a gateway that translates Responses to chat; send the conversation as messages and function calls.`)
       } else {
@@ -103,6 +103,9 @@ export function responsesToChat(body: Json): { chat: Json; dropped: string[] } {
             ...(tool.strict !== undefined ? { strict: tool.strict } : {}),
           },
         })
+      } else if (isObject(tool) && tool.type === 'custom') {
+        // A client tool with free-form input: chat gateways of this router take functions only.
+        throw new RouterError('invalid_request', `tools: the custom tool ${String(tool.name)} is not served by a gateway that translates Responses to chat; declare it as a function.`)
       } else if (isObject(tool)) dropped.push(`hosted tool ${String(tool.type)}`)
     }
     if (tools.length) chat.tools = tools
@@ -110,6 +113,7 @@ export function responsesToChat(body: Json): { chat: Json; dropped: string[] } {
   const choice = body.tool_choice
   if (typeof choice === 'string') chat.tool_choice = choice
   else if (isObject(choice) && choice.type === 'function' && typeof choice.name === 'string') chat.tool_choice = { type: 'function', function: { name: choice.name } }
+  else if (isObject(choice) && choice.type === 'custom') throw new RouterError('invalid_request', 'tool_choice: a custom tool is not served by a gateway that translates Responses to chat.')
   else if (isObject(choice) && choice.type === 'allowed_tools' && Array.isArray(choice.tools)) {
     // Chat's own allowed_tools: the model may call only these, as `mode` says.
     chat.tool_choice = {
@@ -132,6 +136,9 @@ export function responsesToChat(body: Json): { chat: Json; dropped: string[] } {
     } else if (format.type === 'json_object') chat.response_format = { type: 'json_object' }
   }
   if (isObject(body.reasoning) && typeof body.reasoning.effort === 'string') chat.reasoning_effort = body.reasoning.effort
+  if (isObject(body.reasoning) && body.reasoning.mode !== undefined && body.reasoning.mode !== 'standard') {
+    throw new RouterError('invalid_request', `reasoning.mode: '${String(body.reasoning.mode)}' is not served by a gateway that translates Responses to chat.`)
+  }
   return { chat, dropped }
 }
 

@@ -81,6 +81,8 @@ interface MessagesRequest extends ParsedRequest {
   stopSequences: string[] | undefined
   /** A stream's prompt tokens as count_tokens estimates them, for its `message_start`. */
   inputEstimate: number
+  /** `thinking.display: 'omitted'`: thinking blocks without their text. */
+  omitThinking: boolean
 }
 
 export const messagesDialect: ClientDialect<MessagesRequest> = {
@@ -93,7 +95,8 @@ export const messagesDialect: ClientDialect<MessagesRequest> = {
     context.stream = body.stream === true
     const chat = applySteering(messagesToChat(body), steeringOf(context))
     const inputEstimate = context.stream ? estimateInputTokens(body, steeringOf(context)) : 0
-    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: chat, stopSequences: body.stop_sequences as string[] | undefined, inputEstimate, siblings: siblingsOf(body) }
+    const omitThinking = isObject(body.thinking) && body.thinking.display === 'omitted'
+    return { model: body.model, stream: context.stream, operation: 'chat', upstreamBody: chat, stopSequences: body.stop_sequences as string[] | undefined, inputEstimate, omitThinking, siblings: siblingsOf(body) }
   },
   replyKind: undefined,
   relaysBytes: false,
@@ -101,11 +104,16 @@ export const messagesDialect: ClientDialect<MessagesRequest> = {
   attachesToStream: false,
   toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody),
   errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
-  writeReply: (_context, _deps, reply, parsed) => writeMessage(reply, parsed.model, parsed.stopSequences),
-  encodeStream: (_context, _deps, parsed) => encodeMessagesStream(parsed.model, parsed.stopSequences, undefined, parsed.inputEstimate),
+  writeReply: (_context, _deps, reply, parsed) => writeMessage(reply, parsed.model, parsed.stopSequences, parsed.omitThinking),
+  encodeStream: (_context, _deps, parsed) => encodeMessagesStream(parsed.model, parsed.stopSequences, undefined, parsed.inputEstimate, parsed.omitThinking),
 }
 
-export const contentDialect: ClientDialect = {
+interface ContentRequest extends ParsedRequest {
+  /** `thinkingConfig.includeThoughts: false`: no thought parts in the answer. */
+  hideThoughts: boolean
+}
+
+export const contentDialect: ClientDialect<ContentRequest> = {
   name: 'content',
   async parse(context, request, route) {
     const model = requireModel((route.parameter ?? '').replace(/^models\//, ''), 'The model in the path')
@@ -114,7 +122,8 @@ export const contentDialect: ClientDialect = {
     context.requestBody = text
     context.model = model
     const chat = applySteering(contentToChat(body, model), steeringOf(context))
-    return { model, stream: false, operation: 'chat', upstreamBody: chat, siblings: siblingsOf(body) }
+    const hideThoughts = isObject(body.generationConfig) && isObject(body.generationConfig.thinkingConfig) && body.generationConfig.thinkingConfig.includeThoughts === false
+    return { model, stream: false, operation: 'chat', upstreamBody: chat, hideThoughts, siblings: siblingsOf(body) }
   },
   replyKind: undefined,
   relaysBytes: false,
@@ -122,7 +131,7 @@ export const contentDialect: ClientDialect = {
   attachesToStream: false,
   toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody),
   errorEnvelope: (context, deps, result) => reenvelopedError(context, deps, result),
-  writeReply: (_context, _deps, reply, parsed) => writeGenerateContentResponse(reply, parsed.model),
+  writeReply: (_context, _deps, reply, parsed) => writeGenerateContentResponse(reply, parsed.model, parsed.hideThoughts),
   // The content shape has no streaming (SPEC): :streamGenerateContent is refused before any call.
   encodeStream: () => {
     throw new RouterError('stream_unsupported')
