@@ -172,8 +172,15 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     expect(await detail.textContent()).toContain('hello from the browser test')
     await saveScreenshot(page, 'dashboard-requests-desktop')
 
-    // Usage: the request counted, and drawn in the chart.
+    // Usage: the request counted, and drawn in the chart. Should the summary not come, the page's own
+    // words and the browser's errors say why (rather than a bare timeout).
     await go(page, 'Usage')
+    await page
+      .getByTestId('summary')
+      .waitFor({ timeout: 15_000 })
+      .catch(async (error) => {
+        throw new Error(`the usage summary did not render: ${String(error)}\npage: ${await page.locator('main').textContent()}\nbrowser errors: ${JSON.stringify(errors)}`)
+      })
     await expect(page.getByTestId('summary').textContent()).resolves.toMatch(/^1requests/)
     await page.locator('.chart canvas').waitFor()
     await saveScreenshot(page, 'dashboard-usage-desktop')
