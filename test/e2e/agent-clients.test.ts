@@ -13,7 +13,7 @@
  * feedback and networked features off, and every proxy variable at a loopback trap that records
  * (and refuses) any connection meant for elsewhere.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -21,10 +21,11 @@ import { join, resolve } from 'node:path'
 import OpenAI from 'openai'
 import { z } from 'zod'
 import { Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, run, setTracingDisabled, tool } from '@openai/agents'
-import { startMockGateway, type MockGateway, type RecordedRequest } from '../harness/mock-gateway'
-import { startTestServer, type TestServer } from '../harness/server'
+import type { RecordedRequest } from '../harness/mock-gateway'
+import type { TestServer } from '../harness/server'
 import { chatTurn, scriptChat, toolLoopAnswer, usageOf, type ChatTurn } from '../harness/chat-script'
 import { functionCallOutputs, responsesToolLoop, responsesTurn, scriptResponses, type ResponsesTurn } from '../harness/responses-script'
+import { gatewayRoles } from '../harness/gateway-roles'
 
 // No trace export to api.openai.com from the Agents SDK.
 setTracingDisabled(true)
@@ -36,53 +37,14 @@ setTracingDisabled(true)
 type Role = 'native' | 'translated'
 const roles: Role[] = ['native', 'translated']
 
-interface GatewayEntry {
-  id: string
-  routable: boolean
-  auth_header: string
-  config_fields?: { name: string; required: boolean }[]
-  capabilities: { chat: boolean; responses: string; chain: boolean; retrieve: boolean }
-}
-
-const gatewayOf = {} as Record<Role, string>
-const mocks = {} as Record<Role, MockGateway>
-const providers = {} as Record<Role, string>
+const env = gatewayRoles(roles, (usable) => ({
+  native: usable.find((gateway) => gateway.capabilities.responses === 'native' && !gateway.capabilities.chain && !gateway.capabilities.retrieve)?.id,
+  translated: usable.find((gateway) => gateway.capabilities.responses === 'translated')?.id,
+}))
+const { mocks, providers } = env
 let server: TestServer
-
-const overrideName = (gateway: string) => `RT_GATEWAY_URL_${gateway.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`
-
-beforeAll(async () => {
-  await using discovery = await startTestServer()
-  const listed = await discovery.call('GET', '/api/v1/gateways')
-  expect(listed.status).toBe(200)
-  const usable = (listed.body.data as GatewayEntry[]).filter(
-    (gateway) => gateway.routable && gateway.capabilities.chat && gateway.auth_header === 'authorization' && !gateway.config_fields?.some((field) => field.required),
-  )
-  const native = usable.find((gateway) => gateway.capabilities.responses === 'native' && !gateway.capabilities.chain && !gateway.capabilities.retrieve)?.id
-  const translated = usable.find((gateway) => gateway.capabilities.responses === 'translated')?.id
-  expect(native).toBeString()
-  expect(translated).toBeString()
-  gatewayOf.native = native!
-  gatewayOf.translated = translated!
-  for (const role of roles) mocks[role] = await startMockGateway()
-  server = await startTestServer(Object.fromEntries(roles.map((role) => [overrideName(gatewayOf[role]), mocks[role].url])))
-  for (const role of roles) {
-    const created = await server.call('POST', '/api/v1/providers', { gateway: gatewayOf[role], key: `sk-${role}-upstream` })
-    expect(created.status).toBe(201)
-    providers[role] = created.body.data.id
-  }
-})
-
-afterAll(async () => {
-  await server?.[Symbol.asyncDispose]()
-  for (const role of roles) await mocks[role]?.close()
-})
-
-beforeEach(() => {
-  for (const role of roles) {
-    mocks[role].handle(() => undefined)
-    mocks[role].requests.length = 0
-  }
+beforeAll(() => {
+  server = env.server
 })
 
 /** A chat-shape inference key routed to one mock. */

@@ -9,7 +9,7 @@
  * json_schema `response_format` (or a forced tool call when the client asks for one), so a router
  * that drops the format fails these tests.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { APICallError, generateText, Output, stepCountIs, streamText, tool } from 'ai'
@@ -22,9 +22,10 @@ import { AIMessageChunk, HumanMessage, type BaseMessage } from '@langchain/core/
 import { tool as langchainTool } from '@langchain/core/tools'
 import OpenAI from 'openai'
 import { z } from 'zod'
-import { startMockGateway, type MockGateway, type RecordedRequest } from '../harness/mock-gateway'
-import { startTestServer, type TestServer } from '../harness/server'
+import type { RecordedRequest } from '../harness/mock-gateway'
+import type { TestServer } from '../harness/server'
 import { chatTurn, scriptChat, structuredAnswer, toolLoopAnswer, usageOf, type ChatTurn } from '../harness/chat-script'
+import { gatewayRoles } from '../harness/gateway-roles'
 
 // ---------------------------------------------------------------------------------------------
 // Environment: one server; a mock for a plain chat gateway and one for the gateway kind whose
@@ -33,53 +34,14 @@ import { chatTurn, scriptChat, structuredAnswer, toolLoopAnswer, usageOf, type C
 type Role = 'plain' | 'translated'
 const roles: Role[] = ['plain', 'translated']
 
-interface GatewayEntry {
-  id: string
-  routable: boolean
-  auth_header: string
-  config_fields?: { name: string; required: boolean }[]
-  capabilities: { chat: boolean; responses: string; chain: boolean; retrieve: boolean }
-}
-
-const gatewayOf = {} as Record<Role, string>
-const mocks = {} as Record<Role, MockGateway>
-const providers = {} as Record<Role, string>
+const env = gatewayRoles(roles, (usable) => ({
+  plain: usable.find((gateway) => gateway.capabilities.responses === 'native' && !gateway.capabilities.chain && !gateway.capabilities.retrieve)?.id,
+  translated: usable.find((gateway) => gateway.capabilities.responses === 'translated')?.id,
+}))
+const { mocks, providers } = env
 let server: TestServer
-
-const overrideName = (gateway: string) => `RT_GATEWAY_URL_${gateway.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`
-
-beforeAll(async () => {
-  await using discovery = await startTestServer()
-  const listed = await discovery.call('GET', '/api/v1/gateways')
-  expect(listed.status).toBe(200)
-  const usable = (listed.body.data as GatewayEntry[]).filter(
-    (gateway) => gateway.routable && gateway.capabilities.chat && gateway.auth_header === 'authorization' && !gateway.config_fields?.some((field) => field.required),
-  )
-  const plain = usable.find((gateway) => gateway.capabilities.responses === 'native' && !gateway.capabilities.chain && !gateway.capabilities.retrieve)?.id
-  const translated = usable.find((gateway) => gateway.capabilities.responses === 'translated')?.id
-  expect(plain).toBeString()
-  expect(translated).toBeString()
-  gatewayOf.plain = plain!
-  gatewayOf.translated = translated!
-  for (const role of roles) mocks[role] = await startMockGateway()
-  server = await startTestServer(Object.fromEntries(roles.map((role) => [overrideName(gatewayOf[role]), mocks[role].url])))
-  for (const role of roles) {
-    const created = await server.call('POST', '/api/v1/providers', { gateway: gatewayOf[role], key: `sk-${role}-upstream` })
-    expect(created.status).toBe(201)
-    providers[role] = created.body.data.id
-  }
-})
-
-afterAll(async () => {
-  await server?.[Symbol.asyncDispose]()
-  for (const role of roles) await mocks[role]?.close()
-})
-
-beforeEach(() => {
-  for (const role of roles) {
-    mocks[role].handle(() => undefined)
-    mocks[role].requests.length = 0
-  }
+beforeAll(() => {
+  server = env.server
 })
 
 /** An inference key of `shape` routed to one mock, or (target null) with no routing: 402 no_route. */

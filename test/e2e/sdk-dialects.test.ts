@@ -5,16 +5,17 @@
  * envelopes (by key shape)", "Errors", "Responses-chaining codes", "Stream events").
  * Gateway kinds are picked by their capabilities from GET /api/v1/gateways, not by name.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import Anthropic from '@anthropic-ai/sdk'
 import { GoogleGenAI } from '@google/genai'
 import OpenAI from 'openai'
-import { startMockGateway, type MockGateway, type MockHandler, type RecordedRequest } from '../harness/mock-gateway'
+import type { MockGateway, MockHandler, RecordedRequest } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
 import { bearerHeader, httpCall } from '../harness/api'
 import { expectResponsesGrammar, type ClientEvent } from '../harness/client-sse'
+import { gatewayRoles, overrideName, type GatewayEntry } from '../harness/gateway-roles'
 
 const fixtures = join(import.meta.dir, '..', 'fixtures')
 const fixtureText = (path: string) => readFileSync(join(fixtures, path), 'utf8')
@@ -28,24 +29,8 @@ const sseReply = (path: string) => new Response(fixtureText(path), { headers: { 
 type Role = 'retrieve' | 'chain' | 'plain' | 'plain2' | 'translated' | 'only'
 const roles: Role[] = ['retrieve', 'chain', 'plain', 'plain2', 'translated', 'only']
 
-interface GatewayEntry {
-  id: string
-  routable: boolean
-  auth_header: string
-  config_fields?: { name: string; required: boolean }[]
-  capabilities: { chat: boolean; responses: string; chain: boolean; retrieve: boolean }
-}
-
-let gatewayList: GatewayEntry[] = []
-const gatewayOf = {} as Record<Role, string>
-const mocks = {} as Record<Role, MockGateway>
-const providers = {} as Record<Role, string>
-let server: TestServer
-
-const overrideName = (gateway: string) => `RT_GATEWAY_URL_${gateway.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`
-
-function pickGateways(list: GatewayEntry[]) {
-  const usable = list.filter((gateway) => gateway.routable && gateway.capabilities.chat && gateway.auth_header === 'authorization' && !gateway.config_fields?.some((field) => field.required))
+/** Roles by capability among the chat kinds a mock can stand in for. */
+function pickGateways(usable: GatewayEntry[]) {
   const find = (test: (capabilities: GatewayEntry['capabilities']) => boolean, skip: string[] = []) => usable.find((gateway) => test(gateway.capabilities) && !skip.includes(gateway.id))?.id
   const native = (capabilities: GatewayEntry['capabilities']) => capabilities.responses === 'native'
   const picked = {
@@ -59,35 +44,13 @@ function pickGateways(list: GatewayEntry[]) {
   return { ...picked, plain2 }
 }
 
-beforeAll(async () => {
-  await using discovery = await startTestServer()
-  const listed = await discovery.call('GET', '/api/v1/gateways')
-  expect(listed.status).toBe(200)
-  gatewayList = listed.body.data
-  const picked = pickGateways(gatewayList)
-  for (const role of roles) {
-    expect(picked[role]).toBeString()
-    gatewayOf[role] = picked[role]!
-  }
-  for (const role of roles) mocks[role] = await startMockGateway()
-  server = await startTestServer(Object.fromEntries(roles.map((role) => [overrideName(gatewayOf[role]), mocks[role].url])))
-  for (const role of roles) {
-    const created = await server.call('POST', '/api/v1/providers', { gateway: gatewayOf[role], key: `sk-${role}-upstream` })
-    expect(created.status).toBe(201)
-    providers[role] = created.body.data.id
-  }
-})
-
-afterAll(async () => {
-  await server?.[Symbol.asyncDispose]()
-  for (const role of roles) await mocks[role]?.close()
-})
-
-beforeEach(() => {
-  for (const role of roles) {
-    mocks[role].handle(() => undefined)
-    mocks[role].requests.length = 0
-  }
+const env = gatewayRoles(roles, pickGateways)
+const { gatewayOf, mocks, providers } = env
+let server: TestServer
+let gatewayList: GatewayEntry[] = []
+beforeAll(() => {
+  server = env.server
+  gatewayList = env.list
 })
 
 async function createKey(shape: string, targets: Role[], extra: Record<string, unknown> = {}) {
