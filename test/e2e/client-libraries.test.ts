@@ -149,6 +149,28 @@ function expectAPICallError(error: unknown, status: number): APICallError {
   return apiError
 }
 
+
+/**
+ * The AI SDK's tool loop on `model`: the mock calls get_weather, the SDK runs it and sends the result
+ * back, the final text comes; two steps, usage summed, the tool declared upstream and its result
+ * returned there (with `callId` when the shape carries call ids).
+ */
+async function expectAiSdkToolLoop(model: Parameters<typeof generateText>[0]['model'], call: Record<string, unknown>, options: { finishReason: boolean; role?: Role; callId?: string }) {
+  const seen: string[] = []
+  const result = await generateText({ model, prompt: 'Weather in Zürich?', tools: { get_weather: weatherTool(seen) }, stopWhen: stepCountIs(3), maxRetries: 0 })
+  expect(seen).toEqual(['Zürich'])
+  expect(result.steps).toHaveLength(2)
+  expect(result.steps[0]!.toolCalls[0]).toMatchObject(call)
+  if (options.finishReason) expect(result.steps[0]!.finishReason).toBe('tool-calls')
+  expect(result.text).toBe(FINAL)
+  expect(result.totalUsage).toMatchObject({ inputTokens: 41 + 67, outputTokens: 12 + 8 })
+  const upstream = upstreamCalls(options.role)
+  expect(upstream).toHaveLength(2)
+  expectToolDeclaredUpstream(upstream[0]!)
+  if (options.callId) expectToolResultUpstream(upstream[1]!, options.callId)
+  else expectToolResultUpstream(upstream[1]!)
+}
+
 describe('AI SDK @ai-sdk/openai chat (openai.chat) on a chat key', () => {
   test('generateText: text and usage as the mock reported them; the body goes upstream as chat', async () => {
     const secret = await createKey('chat')
@@ -183,24 +205,7 @@ describe('AI SDK @ai-sdk/openai chat (openai.chat) on a chat key', () => {
   test('tool loop (stopWhen: stepCountIs(3)): tool call, execute, tool result upstream, final text; totalUsage sums both steps', async () => {
     const secret = await createKey('chat')
     scriptChat(mocks.plain, toolLoopAnswer(toolTurn, finalTurn))
-    const seen: string[] = []
-    const result = await generateText({
-      model: aiOpenAI(secret).chat('openai/gpt-fx'),
-      prompt: 'Weather in Zürich?',
-      tools: { get_weather: weatherTool(seen) },
-      stopWhen: stepCountIs(3),
-      maxRetries: 0,
-    })
-    expect(seen).toEqual(['Zürich'])
-    expect(result.steps).toHaveLength(2)
-    expect(result.steps[0]!.toolCalls[0]).toMatchObject({ toolCallId: 'call_w1', toolName: 'get_weather', input: { city: 'Zürich' } })
-    expect(result.steps[0]!.finishReason).toBe('tool-calls')
-    expect(result.text).toBe(FINAL)
-    expect(result.totalUsage).toMatchObject({ inputTokens: 41 + 67, outputTokens: 12 + 8 })
-    const upstream = upstreamCalls()
-    expect(upstream).toHaveLength(2)
-    expectToolDeclaredUpstream(upstream[0]!)
-    expectToolResultUpstream(upstream[1]!, 'call_w1')
+    await expectAiSdkToolLoop(aiOpenAI(secret).chat('openai/gpt-fx'), { toolCallId: 'call_w1', toolName: 'get_weather', input: { city: 'Zürich' } }, { finishReason: true, callId: 'call_w1' })
   })
 
   test('structured output (Output.object): response_format json_schema goes upstream; the object is parsed', async () => {
@@ -260,23 +265,7 @@ describe('AI SDK @ai-sdk/openai Responses (openai.responses) on a chat key, tran
   test('tool loop (stopWhen: stepCountIs(3)): function_call out, function_call_output back as a tool message, final text', async () => {
     const secret = await createKey('chat', 'translated')
     scriptChat(mocks.translated, toolLoopAnswer(toolTurn, finalTurn))
-    const seen: string[] = []
-    const result = await generateText({
-      model: aiOpenAI(secret).responses('deepseek/fx'),
-      prompt: 'Weather in Zürich?',
-      tools: { get_weather: weatherTool(seen) },
-      stopWhen: stepCountIs(3),
-      maxRetries: 0,
-    })
-    expect(seen).toEqual(['Zürich'])
-    expect(result.steps).toHaveLength(2)
-    expect(result.steps[0]!.toolCalls[0]).toMatchObject({ toolCallId: 'call_w1', toolName: 'get_weather', input: { city: 'Zürich' } })
-    expect(result.text).toBe(FINAL)
-    expect(result.totalUsage).toMatchObject({ inputTokens: 41 + 67, outputTokens: 12 + 8 })
-    const upstream = upstreamCalls('translated')
-    expect(upstream).toHaveLength(2)
-    expectToolDeclaredUpstream(upstream[0]!)
-    expectToolResultUpstream(upstream[1]!, 'call_w1')
+    await expectAiSdkToolLoop(aiOpenAI(secret).responses('deepseek/fx'), { toolCallId: 'call_w1', toolName: 'get_weather', input: { city: 'Zürich' } }, { finishReason: false, role: 'translated', callId: 'call_w1' })
   })
 
   test('structured output (Output.object): text.format json_schema becomes response_format upstream; the object is parsed', async () => {
@@ -368,24 +357,7 @@ describe('AI SDK @ai-sdk/anthropic on a messages key', () => {
   test('tool loop (stopWhen: stepCountIs(3)): tool_use out, tool_result back as a tool message, final text', async () => {
     const secret = await createKey('messages')
     scriptChat(mocks.plain, toolLoopAnswer(toolTurn, finalTurn))
-    const seen: string[] = []
-    const result = await generateText({
-      model: aiAnthropic(secret)(MODEL),
-      prompt: 'Weather in Zürich?',
-      tools: { get_weather: weatherTool(seen) },
-      stopWhen: stepCountIs(3),
-      maxRetries: 0,
-    })
-    expect(seen).toEqual(['Zürich'])
-    expect(result.steps).toHaveLength(2)
-    expect(result.steps[0]!.toolCalls[0]).toMatchObject({ toolCallId: 'call_w1', toolName: 'get_weather', input: { city: 'Zürich' } })
-    expect(result.steps[0]!.finishReason).toBe('tool-calls')
-    expect(result.text).toBe(FINAL)
-    expect(result.totalUsage).toMatchObject({ inputTokens: 41 + 67, outputTokens: 12 + 8 })
-    const upstream = upstreamCalls()
-    expect(upstream).toHaveLength(2)
-    expectToolDeclaredUpstream(upstream[0]!)
-    expectToolResultUpstream(upstream[1]!, 'call_w1')
+    await expectAiSdkToolLoop(aiAnthropic(secret)(MODEL), { toolCallId: 'call_w1', toolName: 'get_weather', input: { city: 'Zürich' } }, { finishReason: true, callId: 'call_w1' })
   })
 
   test('structured output (Output.object): output_config.format becomes response_format upstream; the object is parsed', async () => {
@@ -448,24 +420,7 @@ describe('AI SDK @ai-sdk/google on a content key', () => {
   test('tool loop (stopWhen: stepCountIs(3)): functionCall out, functionResponse back as a tool message, final text', async () => {
     const secret = await createKey('content')
     scriptChat(mocks.plain, toolLoopAnswer(toolTurn, finalTurn))
-    const seen: string[] = []
-    const result = await generateText({
-      model: aiGoogle(secret)(MODEL),
-      prompt: 'Weather in Zürich?',
-      tools: { get_weather: weatherTool(seen) },
-      stopWhen: stepCountIs(3),
-      maxRetries: 0,
-    })
-    expect(seen).toEqual(['Zürich'])
-    expect(result.steps).toHaveLength(2)
-    expect(result.steps[0]!.toolCalls[0]).toMatchObject({ toolName: 'get_weather', input: { city: 'Zürich' } })
-    expect(result.steps[0]!.finishReason).toBe('tool-calls')
-    expect(result.text).toBe(FINAL)
-    expect(result.totalUsage).toMatchObject({ inputTokens: 41 + 67, outputTokens: 12 + 8 })
-    const upstream = upstreamCalls()
-    expect(upstream).toHaveLength(2)
-    expectToolDeclaredUpstream(upstream[0]!)
-    expectToolResultUpstream(upstream[1]!)
+    await expectAiSdkToolLoop(aiGoogle(secret)(MODEL), { toolName: 'get_weather', input: { city: 'Zürich' } }, { finishReason: true })
   })
 
   test('structured output (Output.object): responseJsonSchema becomes response_format upstream; the object is parsed', async () => {
