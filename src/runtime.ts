@@ -12,7 +12,7 @@ import { McpServers } from './pipeline/stages/mcp-servers'
 import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log/log-request'
 import { KeyLimiter } from './pipeline/limits/ledger'
 import type { RouterTracing } from './observability/tracing'
-import { RoleWatcher } from './cluster/role'
+import { readRole, RoleWatcher } from './cluster/role'
 import { Writer } from './cluster/writer'
 import { spoolPath } from './cluster/spool'
 import { createUsageReader } from './storage/usage-reader'
@@ -103,7 +103,7 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
   onConfigWrite.add((change) => snapshots.invalidate(change))
   metrics.snapshotBuilds = snapshots.builds
   metrics.snapshotRequestWaits = snapshots.requestWaits
-  const writer = new Writer(role, repositories, metrics, spoolPath(config.dataDir))
+  const writer = new Writer(role, repositories, metrics, spoolPath(config.dataDir), () => readRole(options.asPrimary ? undefined : config.litefsDir))
   const usage = createUsageReader(reads)
   const limiter = new KeyLimiter(usage.keyWindows, {
     syncMs: config.limitSyncMs,

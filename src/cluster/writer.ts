@@ -40,6 +40,12 @@ export function isReadonlyDatabaseError(error: unknown): boolean {
   return code === 'SQLITE_READONLY' || (typeof code === 'string' && code.startsWith('SQLITE_READONLY_'))
 }
 
+/** A disk I/O error: in WAL mode, what LiteFS fails a write with on a node that is no longer the primary. */
+export function isIoError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return code === 'SQLITE_IOERR' || (typeof code === 'string' && code.startsWith('SQLITE_IOERR_'))
+}
+
 /** Writes the rows to this node's database and stamps each key's last use, in the log flush. */
 export function databaseLogSink(repositories: Repositories, metrics: Metrics): LogSink {
   const write = (rows: RequestLogRow[], replayed: boolean) => {
@@ -71,6 +77,8 @@ export class Writer implements LogSink {
     private readonly metrics: Metrics,
     /** `$RT_DATA_DIR/spool.db`, opened the first time the node is a replica. */
     private readonly spoolFilePath: string,
+    /** Reads the role now, not as last polled (LiteFS's `.primary`: cluster/role.ts). */
+    private readonly roleNow: () => NodeRole = () => role,
   ) {
     this.local = databaseLogSink(repositories, metrics)
     this.current = role
@@ -117,7 +125,23 @@ export class Writer implements LogSink {
    * primary is unknown (a failover under way) there is nowhere to replay to: 503, retry shortly.
    */
   replay(): Response | undefined {
-    const primary = this.primaryHost()
+    return this.replayTo(this.primaryHost())
+  }
+
+  /**
+   * The answer to a write that failed in SQLite, when the failure is the node's role: a read-only
+   * connection (a replica), or, in WAL mode, the disk I/O error LiteFS gives a node demoted a moment
+   * ago, before the role's poll has seen it (the role is read again now). Undefined for any other
+   * failure, which stays an internal error.
+   */
+  replayAfterFailedWrite(error: unknown): Response | undefined {
+    if (isReadonlyDatabaseError(error)) return this.replay()
+    if (!isIoError(error)) return undefined
+    const role = this.roleNow()
+    return role.kind === 'replica' ? this.replayTo(role.primaryHost) : undefined
+  }
+
+  private replayTo(primary: string | undefined): Response | undefined {
     if (primary === undefined) return undefined
     if (primary === '') {
       return jsonResponse(503, { error: 'no primary at the moment (a failover is under way): retry shortly' }, { 'retry-after': '2' })

@@ -210,6 +210,35 @@ describe('the snapshot follows the database between requests', () => {
 })
 
 describe('a demotion while serving', () => {
+  test('a write LiteFS fails with a disk I/O error on a node demoted a moment ago (before the role poll saw it) is replayed, 409 + fly-replay, never a 500', async () => {
+    const litefs = temp()
+    try {
+      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '' })
+      expect(server.runtime.writer.replica).toBe(false)
+      const insert = server.runtime.repositories.inferenceKeys.insert
+      const ioError = () => Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR_WRITE' })
+      server.runtime.repositories.inferenceKeys.insert = () => {
+        // LiteFS has just made another node the primary: its `.primary` appears, and the write fails.
+        writeFileSync(join(litefs, '.primary'), 'new-primary-machine\n')
+        throw ioError()
+      }
+      const write = await server.api('/api/v1/keys', { method: 'POST', json: {} })
+      expect(write.status).toBe(409)
+      expect(write.headers.get('fly-replay')).toBe('instance=new-primary-machine')
+      expect(await write.json()).toEqual({ error: 'replaying on the primary' })
+      // The same error on a node that is still the primary is a real failure: 500, logged.
+      rmSync(join(litefs, '.primary'))
+      server.runtime.repositories.inferenceKeys.insert = () => {
+        throw ioError()
+      }
+      expect((await server.api('/api/v1/keys', { method: 'POST', json: {} })).status).toBe(500)
+      server.runtime.repositories.inferenceKeys.insert = insert
+      expect((await server.api('/api/v1/keys', { method: 'POST', json: {} })).status).toBe(201)
+    } finally {
+      rmSync(litefs, { recursive: true, force: true })
+    }
+  })
+
   test('the primary becomes a replica: writes get 409 + fly-replay, rows go to the spool, inference goes on', async () => {
     await using mock = await startMockGateway()
     const litefs = temp()

@@ -14,7 +14,7 @@ import { listTools, toolOperation } from './tools'
 import { perform } from '../../management/audit'
 import { managementCaller } from '../admin'
 import { readBodyWithin } from '../../http/read-body'
-import { isReadonlyDatabaseError, ReplicaWriteError } from '../../cluster/writer'
+import { ReplicaWriteError } from '../../cluster/writer'
 
 /**
  * The server's protocol version (SPEC "Versioning" 3): in the MCP-Protocol-Version header of every
@@ -86,7 +86,9 @@ async function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest, ht
   } catch (error) {
     if (error instanceof ManagementError) return failure(error.message)
     if (error instanceof ReplicaWriteError) return failure(error.message)
-    if (isReadonlyDatabaseError(error)) return failure(new ReplicaWriteError(deps.writer.primaryHost() ?? '').message)
+    // A read-only database, or LiteFS refusing a write on a node demoted a moment ago.
+    const replay = deps.writer.replayAfterFailedWrite(error)
+    if (replay) return failure(new ReplicaWriteError((replay.headers.get('fly-replay') ?? '').replace(/^instance=/, '')).message)
     deps.logger.error('mcp_tool_failed', { tool: name, error: error instanceof Error ? error.message : String(error) })
     return failure('Internal error while running the tool.')
   }
