@@ -6,7 +6,7 @@ FROM flyio/litefs:0.5 AS litefs
 
 FROM oven/bun:1.4.5-slim
 # fuse3: LiteFS's mount; ca-certificates: its Consul lease over HTTPS.
-RUN apt-get update -y && apt-get install -y --no-install-recommends ca-certificates fuse3 && rm -rf /var/lib/apt/lists/*
+RUN apt-get update -y && apt-get install -y --no-install-recommends ca-certificates fuse3 sqlite3 && rm -rf /var/lib/apt/lists/*
 COPY --from=litefs /usr/local/bin/litefs /usr/local/bin/litefs
 WORKDIR /app
 COPY package.json bun.lock bunfig.toml tsconfig.json ./

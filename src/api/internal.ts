@@ -50,7 +50,18 @@ function checkRow(value: unknown, index: number): RequestLogRow | string {
   return row as unknown as RequestLogRow
 }
 
+/**
+ * Whether the request came through fly.io's public edge: its proxy adds `Fly-Client-IP` and
+ * `Fly-Forwarded-Port` to everything it forwards and cannot be made to leave them out, while a
+ * replica's shipping goes over the private network straight to the machine, without them.
+ */
+function fromPublicEdge(headers: Headers): boolean {
+  return headers.has('fly-client-ip') || headers.has('fly-forwarded-port')
+}
+
 export async function handleInternalLogs(deps: AppDeps, request: Request): Promise<Response> {
+  // The ingest is for the private network only: from the public edge it does not exist.
+  if (fromPublicEdge(request.headers)) return json(404, { error: 'Not found.' })
   if (!secretMatches(bearerToken(request.headers.get('authorization')), deps.config.clusterSecret)) {
     return json(401, { error: 'A valid cluster secret is required (Authorization: Bearer $RT_CLUSTER_SECRET).' })
   }

@@ -140,6 +140,21 @@ describe('the shipper', () => {
 })
 
 describe('POST /internal/v1/logs on the primary', () => {
+  test("from fly.io's public edge (Fly-Client-IP, Fly-Forwarded-Port) the ingest does not exist: 404, even with the secret", async () => {
+    await using server = await startTestServer({ RT_CLUSTER_SECRET: 'the-secret' })
+    for (const header of ['fly-client-ip', 'fly-forwarded-port']) {
+      const response = await fetch(`${server.rootUrl}/internal/v1/logs`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer the-secret', 'content-type': 'application/json', [header]: header === 'fly-client-ip' ? '203.0.113.9' : '443' },
+        body: JSON.stringify({ rows: [] }),
+      })
+      expect([header, response.status]).toEqual([header, 404])
+    }
+    // Over the private network (no edge headers) it answers.
+    const privately = await fetch(`${server.rootUrl}/internal/v1/logs`, { method: 'POST', headers: { authorization: 'Bearer the-secret', 'content-type': 'application/json' }, body: JSON.stringify({ rows: [] }) })
+    expect(privately.status).toBe(200)
+  })
+
   test('401 without the cluster secret (or with none configured); rows land once by id; a bad row is 400 and writes nothing', async () => {
     await using unconfigured = await startTestServer()
     const refused = await fetch(`${unconfigured.rootUrl}/internal/v1/logs`, { method: 'POST', headers: { authorization: 'Bearer anything' }, body: '{"rows":[]}' })

@@ -29,6 +29,10 @@ describe('fly.toml', () => {
     expect(fly.build.dockerfile).toBe('Dockerfile')
     // Longer than the service's 30 s drain on SIGTERM.
     expect(fly.kill_timeout).toBe('35s')
+    // fly sends SIGINT unless told; the service finishes requests in flight on SIGTERM (CONTRACT §2).
+    expect(fly.kill_signal).toBe('SIGTERM')
+    expect(fly.mounts.auto_extend_size_threshold).toBeGreaterThan(0)
+    expect(typeof fly.mounts.auto_extend_size_limit).toBe('string')
     expect(fly.http_service.internal_port).toBe(loadConfig(fly.env).port)
     expect(fly.http_service.checks).toEqual([expect.objectContaining({ method: 'GET', path: '/healthz' })])
     // Replicas serve their region: never stopped for idleness.
@@ -57,6 +61,8 @@ describe('litefs.yml', () => {
     expect(inside(dataDir, loadConfig(fly.env).dataDir)).toBe(false)
     expect(inside(loadConfig(fly.env).dataDir, dataDir)).toBe(false)
     expect(litefs.lease.type).toBe('consul')
+    // A LiteFS that fails at start stops the machine (fly restarts it) rather than idling without the service.
+    expect(litefs['exit-on-error']).toBe(true)
     expect(litefs.lease.promote).toBe(true)
     expect(litefs.lease.consul.url).toBe('${FLY_CONSUL_URL}')
     expect(litefs.lease['advertise-url']).toContain('.vm.${FLY_APP_NAME}.internal')
