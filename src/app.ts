@@ -13,6 +13,7 @@ import { describeViolation } from './management/schemas'
 import { internalRoutes } from './api/internal'
 import { jsonResponse as json } from './http/json-response'
 import { ReplicaWriteError } from './cluster/writer'
+import { parseTxid, reachTxid, readTxid, txidHeader } from './cluster/position'
 import { recordPeer } from './api/peer-address'
 import { writesByRoute } from './api/admin/auth'
 
@@ -85,15 +86,51 @@ export function buildApp(deps: AppDeps): AnyElysia {
  */
 export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
   const servesProxy = deps.config.role === 'all' || deps.config.role === 'proxy'
-  return (request: Request, server: { requestIP(request: Request): { address: string } | null }) => {
-    // On a LiteFS replica, write requests go to the primary at once (CONTRACT §10; MCP write tools
-    // are told apart in the MCP handler, which reads the body).
-    if (deps.writer.replica && isReplicaWrite(request)) return deps.writer.replay()!
+  const litefs = deps.config.litefsDir !== undefined
+  const serve = (request: Request, server: { requestIP(request: Request): { address: string } | null }): Response | Promise<Response> => {
     if (servesProxy && isInferencePath(request.url)) {
       return handleProxyRequest(request, deps, () => server.requestIP(request)?.address)
     }
     recordPeer(request, () => server.requestIP(request)?.address)
     return app.handle(request)
+  }
+  return (request: Request, server: { requestIP(request: Request): { address: string } | null }) => {
+    // Without LiteFS the node is alone: nothing of what follows applies.
+    if (!litefs) return serve(request, server)
+    // On a LiteFS replica, write requests go to the primary at once (CONTRACT §10; MCP write tools
+    // are told apart in the MCP handler, which reads the body).
+    if (deps.writer.replica) {
+      if (isReplicaWrite(request)) return deps.writer.replay()!
+      return onReplica(request, () => serve(request, server))
+    }
+    // On the primary, a write's answer says the position it reached, for the writer's next read elsewhere.
+    return isReplicaWrite(request) ? withTxid(serve(request, server)) : serve(request, server)
+  }
+
+  /**
+   * Read-your-writes on a replica: a request showing a position this copy has not reached waits for
+   * it (at most 5 s, then it goes to the primary), and a key this copy does not know (it may be
+   * that new) is asked of the primary rather than refused.
+   */
+  async function onReplica(request: Request, answer: () => Response | Promise<Response>): Promise<Response> {
+    const wanted = parseTxid(request.headers.get(txidHeader))
+    if (wanted !== undefined && !(await reachTxid(deps.config.dbPath, wanted))) return deps.writer.replay() ?? answer()
+    const response = await answer()
+    if (response.status !== 401) return response
+    const replay = deps.writer.replay()
+    if (!replay) return response
+    // The refusal's own body is not read: its stream is let go.
+    await response.body?.cancel().catch(() => undefined)
+    return replay
+  }
+
+  async function withTxid(pending: Response | Promise<Response>): Promise<Response> {
+    const response = await pending
+    const txid = response.status < 400 ? readTxid(deps.config.dbPath) : undefined
+    if (txid === undefined) return response
+    const headers = new Headers(response.headers)
+    headers.set(txidHeader, txid)
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers })
   }
 }
 

@@ -254,6 +254,58 @@ describe('a demotion while serving', () => {
     }
   })
 
+  test("read-your-writes: a write's answer carries the primary's LiteFS position; a replica shown it waits for its copy to reach it, else replays; a key it does not know is asked of the primary", async () => {
+    const litefs = temp()
+    let onCleanup: () => Promise<void> = async () => {}
+    try {
+      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '' })
+      const position = (txid: number) => writeFileSync(join(litefs, 'router.db-pos'), `${txid.toString(16).padStart(16, '0')}/0123456789abcdef\n`)
+      position(0xff)
+      // The primary: a write's answer says where it got to; a read's does not.
+      const created = await server.api('/api/v1/keys', { method: 'POST', json: {} })
+      expect(created.status).toBe(201)
+      expect(created.headers.get('x-router-txid')).toBe('00000000000000ff')
+      expect((await server.api('/api/v1/keys')).headers.get('x-router-txid')).toBeNull()
+
+      // Now a replica (the node follows its role), its copy at 0x10.
+      const node = new ClusterNode(server.runtime, { roleIntervalMs: 20, shipIntervalMs: 20 })
+      await node.start()
+      onCleanup = () => node.stop()
+      writeFileSync(join(litefs, '.primary'), 'primary-machine')
+      await server.runtime.roles.check()
+      expect(server.runtime.writer.replica).toBe(true)
+      position(0x10)
+      const shown = (txid: string) => ({ 'x-router-txid': txid })
+      const waited = server.api('/api/v1/keys', { headers: shown('0000000000000020') })
+      await Bun.sleep(150)
+      position(0x20)
+      const started = performance.now()
+      const answer = await waited
+      expect(answer.status).toBe(200)
+      expect(performance.now() - started).toBeLessThan(1000)
+      // A position it reached at once: no wait.
+      expect((await server.api('/api/v1/keys', { headers: shown('0000000000000001') })).status).toBe(200)
+      // One it never reaches: after 5 s, the primary.
+      const late = await server.api('/api/v1/keys', { headers: shown('0000000000000999') })
+      expect(late.status).toBe(409)
+      expect(late.headers.get('fly-replay')).toBe('instance=primary-machine')
+
+      // A key this copy does not know (perhaps created a moment ago on the primary): replayed, not 401.
+      const unknownKey = await fetch(`${server.baseUrl}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: 'Bearer rt_live_not-here-yet-0000000000000000', 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+      })
+      expect(unknownKey.status).toBe(409)
+      expect(unknownKey.headers.get('fly-replay')).toBe('instance=primary-machine')
+      const unknownManagementKey = await fetch(`${server.rootUrl}/api/v1/keys`, { headers: { authorization: 'Bearer rt_mgmt_not-here-yet' } })
+      expect(unknownManagementKey.status).toBe(409)
+    } finally {
+      await onCleanup()
+      rmSync(litefs, { recursive: true, force: true })
+    }
+  }, 15_000)
+
   test('the primary becomes a replica: writes get 409 + fly-replay, rows go to the spool, inference goes on', async () => {
     await using mock = await startMockGateway()
     const litefs = temp()
