@@ -36,40 +36,51 @@ test('kill -9 under load loses no request-log row of a request answered 200, and
   // Closed-loop clients; a request counts once its whole 200 answer has arrived.
   const answered: string[] = []
   let sent = 0
-  let killed = false
-  const loop = async () => {
-    while (sent < requests) {
-      sent++
-      try {
-        const response = await fetch(`${rootUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' }, body })
-        await response.arrayBuffer()
-        if (response.status === 200) answered.push(response.headers.get('x-router-request-id')!)
-      } catch {
-        // Refused or cut by the kill: no answer, so no row is owed.
-      }
-      if (!killed && answered.length >= killAfter) {
-        killed = true
-        first.child.kill('SIGKILL')
+  const journalDir = requestJournalDirectory(dataDir)
+  const mode = (path: string) => (statSync(path).mode & 0o777).toString(8)
+  /** Load until `killAfter` more 200s, then kill -9 with requests in flight; the rows the journal alone holds. */
+  const crashUnderLoad = async (service: typeof first, serviceUrl: string): Promise<string[]> => {
+    const goal = answered.length + killAfter
+    const limit = sent + requests
+    let killed = false
+    const loop = async () => {
+      while (sent < limit && !killed) {
+        sent++
+        try {
+          const response = await fetch(`${serviceUrl}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key.key}`, 'content-type': 'application/json' }, body })
+          await response.arrayBuffer()
+          if (response.status === 200) answered.push(response.headers.get('x-router-request-id')!)
+        } catch {
+          // Refused or cut by the kill: no answer, so no row is owed.
+        }
+        if (!killed && answered.length >= goal) {
+          killed = true
+          service.child.kill('SIGKILL')
+        }
       }
     }
+    await Promise.all(Array.from({ length: concurrency }, loop))
+    expect(killed).toBe(true)
+    expect(await service.child.exited).not.toBe(0)
+    expect(service.child.signalCode).toBe('SIGKILL')
+    // What the kill left: rows in SQLite, and rows only in the journal, in owner-only files.
+    expect(mode(dataDir)).toBe('700')
+    expect(mode(journalDir)).toBe('700')
+    for (const file of ['router.db', 'router.db-wal', 'router.db-shm', 'master.key']) expect([file, mode(join(dataDir, file))]).toEqual([file, '600'])
+    const segments = readdirSync(journalDir)
+    expect(segments.length).toBeGreaterThan(0)
+    for (const segment of segments) expect(mode(join(journalDir, segment))).toBe('600')
+    return segments.flatMap((segment) => readSegment(join(journalDir, segment)).rows.map((row) => row.id))
   }
-  await Promise.all(Array.from({ length: concurrency }, loop))
-  expect(killed).toBe(true)
-  expect(await first.child.exited).not.toBe(0)
-  expect(first.child.signalCode).toBe('SIGKILL')
-
-  // What the kill left: rows in SQLite, and rows only in the journal.
-  const mode = (path: string) => (statSync(path).mode & 0o777).toString(8)
-  const journalDir = requestJournalDirectory(dataDir)
-  expect(mode(dataDir)).toBe('700')
-  expect(mode(journalDir)).toBe('700')
-  for (const file of ['router.db', 'router.db-wal', 'router.db-shm', 'master.key']) expect([file, mode(join(dataDir, file))]).toEqual([file, '600'])
-  const segments = readdirSync(journalDir)
-  expect(segments.length).toBeGreaterThan(0)
-  for (const segment of segments) expect(mode(join(journalDir, segment))).toBe('600')
-  const journaledIds = segments.flatMap((segment) => readSegment(join(journalDir, segment)).rows.map((row) => row.id))
   // Under load the rows of the last flush window (up to 50 ms) are only in the journal at the kill:
-  // the restart has something to replay, or this test would not test it.
+  // the restart has something to replay, or this test would not test it. When the timer's flush
+  // happened to come between the last answer and the kill, the crash is done again (a restart
+  // replays nothing then, and the next round's rows are owed as well).
+  let journaledIds = await crashUnderLoad(first, rootUrl)
+  for (let round = 2; round <= 4 && journaledIds.length === 0; round++) {
+    const again = startService(dataDir, environment)
+    journaledIds = await crashUnderLoad(again, (await again.listening()).rootUrl)
+  }
   expect(journaledIds.length).toBeGreaterThan(0)
 
   const second = startService(dataDir, environment)
