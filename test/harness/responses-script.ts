@@ -2,7 +2,7 @@
  * Scripted Responses answers for the mock gateway (the native Responses path, where the router
  * sends the body upstream to `…/responses`): one turn (text and/or function calls) as a Response
  * object, or, when the request streams, as the real API's SSE events (`event:` and `data:` lines,
- * sequence numbers, the item lifecycle), shaped like test/integration/mcp-tools.test.ts scripts them.
+ * sequence numbers, the item lifecycle), shaped like ../shared/fixtures/upstream/openai-responses.
  */
 import type { MockGateway, MockReply, RecordedRequest } from './mock-gateway'
 
@@ -15,14 +15,15 @@ export interface ResponsesTurn {
 /** Splits a string into two pieces (so streams carry fragments). */
 const halves = (text: string): string[] => (text.length < 2 ? [text] : [text.slice(0, Math.ceil(text.length / 2)), text.slice(Math.ceil(text.length / 2))])
 
-export function responseObject(body: any, turn: ResponsesTurn, id = 'resp_up_script') {
+/** A turn as a Response object; `tag` names its ids (`resp_up_<tag>`, `msg_<tag>`, `fc_<tag>_<n>`). */
+export function responseObject(body: any, turn: ResponsesTurn, tag = 'script') {
   const output: any[] = []
-  if (turn.text) output.push({ id: `msg_${id}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: turn.text, annotations: [] }] })
+  if (turn.text) output.push({ id: `msg_${tag}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: turn.text, annotations: [] }] })
   turn.calls?.forEach((call, index) =>
-    output.push({ id: `fc_${id}_${index}`, type: 'function_call', status: 'completed', call_id: call.id, name: call.name, arguments: JSON.stringify(call.args) }),
+    output.push({ id: `fc_${tag}_${index}`, type: 'function_call', status: 'completed', call_id: call.id, name: call.name, arguments: JSON.stringify(call.args) }),
   )
   return {
-    id,
+    id: `resp_up_${tag}`,
     object: 'response',
     created_at: Math.floor(Date.now() / 1000),
     status: 'completed',
@@ -40,8 +41,8 @@ export function responseObject(body: any, turn: ResponsesTurn, id = 'resp_up_scr
   }
 }
 
-export function responseEvents(body: any, turn: ResponsesTurn, id = 'resp_up_script'): Record<string, unknown>[] {
-  const final = responseObject(body, turn, id)
+export function responseEvents(body: any, turn: ResponsesTurn, tag = 'script'): Record<string, unknown>[] {
+  const final = responseObject(body, turn, tag)
   const pending = { ...final, status: 'in_progress', output: [], usage: null }
   const events: Record<string, unknown>[] = [
     { type: 'response.created', response: pending },
@@ -68,11 +69,14 @@ export function responseEvents(body: any, turn: ResponsesTurn, id = 'resp_up_scr
 }
 
 /** One turn, buffered or streamed as the request asks. */
-export function responsesTurn(request: RecordedRequest, turn: ResponsesTurn, id?: string): MockReply | Response {
-  if (!request.body?.stream) return { json: responseObject(request.body, turn, id) }
-  const text = responseEvents(request.body, turn, id)
-    .map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`)
-    .join('')
+export function responsesTurn(request: RecordedRequest, turn: ResponsesTurn, tag?: string): MockReply | Response {
+  if (!request.body?.stream) return { json: responseObject(request.body, turn, tag) }
+  return responsesSse(responseEvents(request.body, turn, tag))
+}
+
+/** Responses SSE as the real API writes it: `event:` and `data:` lines. */
+export function responsesSse(events: Record<string, unknown>[]): Response {
+  const text = events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join('')
   return new Response(text, { headers: { 'content-type': 'text/event-stream' } })
 }
 
@@ -86,5 +90,5 @@ export const functionCallOutputs = (body: any): any[] => (Array.isArray(body?.in
 
 /** A tool loop: `first` until a `function_call_output` comes back in the input, then `final`. */
 export function responsesToolLoop(first: ResponsesTurn, final: ResponsesTurn) {
-  return (request: RecordedRequest) => (functionCallOutputs(request.body).length > 0 ? responsesTurn(request, final, 'resp_up_final') : responsesTurn(request, first, 'resp_up_first'))
+  return (request: RecordedRequest) => (functionCallOutputs(request.body).length > 0 ? responsesTurn(request, final, 'final') : responsesTurn(request, first, 'first'))
 }

@@ -23,6 +23,7 @@ import { bearerHeader, createInferenceKey, httpCall } from '../harness/api'
 import { expectResponsesGrammar, parseClientSse } from '../harness/client-sse'
 import { deadMcpUrl, startMcpServer, type McpTestServer } from '../harness/mcp-server'
 import { addMcpServer } from '../../src/management/key-settings'
+import { responseEvents, responseObject, responsesSse, type ResponsesTurn } from '../harness/responses-script'
 
 // ---------------------------------------------------------------------------------------------
 // Gateway kinds, by what they serve
@@ -119,62 +120,12 @@ function chatTurnChunks(body: any, round: number, turn: Turn): unknown[] {
   return chunks
 }
 
-function responseTurnObject(body: any, round: number, turn: Turn) {
-  const calls = resolvedCalls(body, round, turn)
-  const output: any[] = []
-  if (turn.text) output.push({ id: `msg_r${round}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: turn.text, annotations: [] }] })
-  calls.forEach((call, index) => output.push({ id: `fc_r${round}_${index}`, type: 'function_call', status: 'completed', call_id: call.id, name: call.name, arguments: call.arguments }))
-  return {
-    id: `resp_up_r${round}`,
-    object: 'response',
-    created_at: Math.floor(Date.now() / 1000),
-    status: 'completed',
-    error: null,
-    incomplete_details: null,
-    model: String(body?.model ?? MODEL),
-    output,
-    usage: {
-      input_tokens: turn.usage.input,
-      input_tokens_details: { cached_tokens: 0 },
-      output_tokens: turn.usage.output,
-      output_tokens_details: { reasoning_tokens: 0 },
-      total_tokens: turn.usage.input + turn.usage.output,
-    },
-  }
-}
-
-/** The Responses SSE events of a turn, shaped like the real API's (../shared/fixtures/upstream/openai-responses). */
-function responseTurnEvents(body: any, round: number, turn: Turn): Record<string, unknown>[] {
-  const final = responseTurnObject(body, round, turn)
-  const pending = { ...final, status: 'in_progress', output: [], usage: null }
-  const events: Record<string, unknown>[] = [
-    { type: 'response.created', response: pending },
-    { type: 'response.in_progress', response: pending },
-  ]
-  final.output.forEach((item: any, outputIndex: number) => {
-    if (item.type === 'message') {
-      const text: string = item.content[0].text
-      events.push({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, status: 'in_progress', content: [] } })
-      events.push({ type: 'response.content_part.added', item_id: item.id, output_index: outputIndex, content_index: 0, part: { type: 'output_text', annotations: [], text: '' } })
-      for (const delta of halves(text)) events.push({ type: 'response.output_text.delta', item_id: item.id, output_index: outputIndex, content_index: 0, delta, logprobs: [] })
-      events.push({ type: 'response.output_text.done', item_id: item.id, output_index: outputIndex, content_index: 0, text })
-      events.push({ type: 'response.content_part.done', item_id: item.id, output_index: outputIndex, content_index: 0, part: { type: 'output_text', annotations: [], text } })
-      events.push({ type: 'response.output_item.done', output_index: outputIndex, item })
-    } else {
-      events.push({ type: 'response.output_item.added', output_index: outputIndex, item: { ...item, status: 'in_progress', arguments: '' } })
-      for (const delta of halves(item.arguments)) events.push({ type: 'response.function_call_arguments.delta', item_id: item.id, output_index: outputIndex, delta })
-      events.push({ type: 'response.function_call_arguments.done', item_id: item.id, output_index: outputIndex, arguments: item.arguments })
-      events.push({ type: 'response.output_item.done', output_index: outputIndex, item })
-    }
-  })
-  events.push({ type: 'response.completed', response: final })
-  return events.map((event, index) => ({ ...event, sequence_number: index }))
-}
-
-function sseResponse(events: Record<string, unknown>[]): Response {
-  const text = events.map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join('')
-  return new Response(text, { headers: { 'content-type': 'text/event-stream' } })
-}
+/** A turn as the Responses script of the harness takes it (its ids tagged with the round: `resp_up_r0`, `msg_r0`, `fc_r0_0`). */
+const responsesTurnOf = (body: any, round: number, turn: Turn): ResponsesTurn => ({
+  text: turn.text,
+  calls: resolvedCalls(body, round, turn).map((call) => ({ id: call.id, name: call.name, args: JSON.parse(call.arguments) })),
+  usage: turn.usage,
+})
 
 /** A model that plays `turns` by round (the round read from the body, so failover targets agree). */
 function scriptedModel(turns: Turn[]): MockHandler {
@@ -190,7 +141,8 @@ function scriptedModel(turns: Turn[]): MockHandler {
       const round = responsesRound(body)
       const turn = turns[round]
       if (!turn) return { status: 400, json: { error: { message: `mock: no turn scripted for round ${round}`, type: 'invalid_request_error' } } }
-      return body?.stream ? sseResponse(responseTurnEvents(body, round, turn)) : { json: responseTurnObject(body, round, turn) }
+      const scripted = responsesTurnOf(body, round, turn)
+      return body?.stream ? responsesSse(responseEvents(body, scripted, `r${round}`)) : { json: responseObject(body, scripted, `r${round}`) }
     }
     return undefined
   }

@@ -28,6 +28,7 @@ export function validateContentBody(value: unknown): Json & { contents: Json[] }
     if (!Array.isArray(content.parts) || content.parts.length === 0) throw invalid(`contents[${index}].parts: a non-empty array is required.`)
     content.parts.forEach((part: unknown, partIndex: number) => {
       if (!isObject(part)) throw invalid(`contents[${index}].parts[${partIndex}]: expected a Part object.`)
+      if (part.videoMetadata !== undefined) throw invalid(`contents[${index}].parts[${partIndex}].videoMetadata: clips of a video cannot be sent to a chat gateway; send the clip itself.`)
     })
   })
   if (value.systemInstruction !== undefined && isObject(value.systemInstruction) && value.systemInstruction.parts !== undefined) {
@@ -68,11 +69,6 @@ function refuseUnsayable(value: Json) {
   })
   const config = isObject(value.generationConfig) ? value.generationConfig : {}
   if (Array.isArray(config.responseFormat) && config.responseFormat.length > 0) throw invalid('generationConfig.responseFormat: use responseMimeType with responseSchema or responseJsonSchema.')
-  value.contents.forEach((content: Json, index: number) => {
-    ;(content.parts as Json[]).forEach((part, partIndex) => {
-      if (part.videoMetadata !== undefined) throw invalid(`contents[${index}].parts[${partIndex}].videoMetadata: clips of a video cannot be sent to a chat gateway; send the clip itself.`)
-    })
-  })
   if (config.candidateCount !== undefined && config.candidateCount !== 1) throw invalid('generationConfig.candidateCount: only 1 is served.')
   if (config.responseLogprobs === true || config.logprobs !== undefined) throw invalid(`generationConfig.${config.responseLogprobs === true ? 'responseLogprobs' : 'logprobs'}: log probabilities are not served on this shape.`)
   const mime = config.responseMimeType

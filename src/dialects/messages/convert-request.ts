@@ -32,6 +32,9 @@ export function validateMessagesBody(value: unknown): Json & { model: string; me
     if (Array.isArray(message.content)) {
       message.content.forEach((block: unknown, blockIndex: number) => {
         if (!isObject(block) || typeof block.type !== 'string') throw invalid(`messages.${index}.content.${blockIndex}: expected a content block with a type.`)
+        if (block.type === 'image' && isObject(block.source) && block.source.type === 'file') {
+          throw invalid(`messages.${index}.content.${blockIndex}.source: an image by file_id cannot be sent to a chat gateway; send it as base64 or a URL.`)
+        }
       })
     }
   })
@@ -63,12 +66,6 @@ export function validateMessagesBody(value: unknown): Json & { model: string; me
   }
   // Remote MCP servers are run by Anthropic's API; a chat gateway cannot. Attach them to the key instead.
   if (Array.isArray(value.mcp_servers) && value.mcp_servers.length > 0) throw invalid("mcp_servers: remote MCP servers are not run on this shape; attach them to the key (the router runs their tools).")
-  value.messages.forEach((message: Json, index: number) => {
-    if (!Array.isArray(message.content)) return
-    message.content.forEach((block: Json, blockIndex: number) => {
-      if (block.type === 'image' && isObject(block.source) && block.source.type === 'file') throw invalid(`messages.${index}.content.${blockIndex}.source: an image by file_id cannot be sent to a chat gateway; send it as base64 or a URL.`)
-    })
-  })
   return value as Json & { model: string; messages: Json[] }
 }
 
