@@ -9,7 +9,7 @@ import { parseAllowlist } from '../net/ip-allowlist'
 import { emptyRule, presentRule, validateRoutingRule } from './routing'
 import { KeyCreateInput, KeyUpdateInput, apiShapes, assertValid, type ApiShape } from './schemas'
 import { limitsProblem, mergeLimits, presentStoredLimits } from '../pipeline/limits/key-limits'
-import { monthStartOf, type LimitState } from '../pipeline/limits/ledger'
+import { monthStartOf, shownState, type LimitState } from '../pipeline/limits/ledger'
 import { roundUsd } from './usage'
 
 export const inferenceKeyPrefix = 'rt_live_'
@@ -39,26 +39,8 @@ export function limitStates(deps: ManagementDeps, workspaceId: string, keyIds: r
   if (unknown.length === 0) return states
   // Keys this node keeps no ledger of: as the database shows them (indexed reads of a minute of rows and this month's day roll-ups).
   const now = deps.now().getTime()
-  const first = Math.floor(now / 1000) - 59
-  const today = now - (now % 86_400_000)
-  const { windows } = deps.repositories.requestLogs.keyWindows(workspaceId, unknown, first * 1000, monthStartOf(now))
-  for (const id of unknown) {
-    const window = windows.get(id)
-    let requests = 0
-    let tokens = 0
-    for (const [second, count, used] of window?.seconds ?? []) {
-      if (second < first) continue
-      requests += count
-      tokens += used
-    }
-    let usdToday = 0
-    let usdMonth = 0
-    for (const [day, usd] of window?.days ?? []) {
-      usdMonth += usd
-      if (day === today) usdToday += usd
-    }
-    states.set(id, { requests_last_minute: requests, tokens_last_minute: tokens, usd_today: usdToday, usd_this_month: usdMonth })
-  }
+  const { windows } = deps.repositories.requestLogs.keyWindows(workspaceId, unknown, (Math.floor(now / 1000) - 59) * 1000, monthStartOf(now))
+  for (const id of unknown) states.set(id, shownState(id, workspaceId, windows.get(id), now))
   return states
 }
 

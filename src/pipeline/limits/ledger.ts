@@ -186,6 +186,12 @@ export class KeyLedger {
     return { requests, tokens, usdToday: (this.shownDays.get(today) ?? 0) + (this.ownDays.get(today) ?? 0), usdMonth, oldestRequests, oldestTokens }
   }
 
+  /** The windows' totals as the key object's `limit_state` shows them. */
+  state(now: number): LimitState {
+    const totals = this.totals(now)
+    return { requests_last_minute: totals.requests, tokens_last_minute: totals.tokens, usd_today: totals.usdToday, usd_this_month: totals.usdMonth }
+  }
+
   /**
    * Seconds until the minute window frees room for `over` more (requests or tokens: `index`): the
    * oldest seconds leave first. At least 1.
@@ -204,6 +210,13 @@ export class KeyLedger {
     }
     return windowSeconds
   }
+}
+
+/** What the database shows of a key, as `limit_state` (a key this node keeps no ledger of). */
+export function shownState(keyId: string, workspaceId: string, windows: KeyWindows | undefined, now: number): LimitState {
+  const ledger = new KeyLedger(keyId, workspaceId)
+  ledger.shown(windows, now, [], new Set())
+  return ledger.state(now)
 }
 
 /** The headers every answer of a limited key carries, and a refusal when a window is full. */
@@ -352,9 +365,7 @@ export class KeyLimiter {
   /** The key object's `limit_state`: what admission counts now; undefined for a key this node keeps no ledger of. */
   liveState(keyId: string, now = Date.now()): LimitState | undefined {
     const ledger = this.ledgers.get(keyId)
-    if (!ledger || ledger.readAt === 0) return undefined
-    const totals = ledger.totals(now)
-    return { requests_last_minute: totals.requests, tokens_last_minute: totals.tokens, usd_today: totals.usdToday, usd_this_month: totals.usdMonth }
+    return ledger && ledger.readAt !== 0 ? ledger.state(now) : undefined
   }
 
   /** Whether any limited key has a ledger here (nothing to do for a node whose keys have no limits). */
