@@ -63,7 +63,7 @@ async function main(args: readonly string[]) {
   }
   const config = loadConfig()
   // Loaded after the argument check, so `--help` answers before the dependencies are installed.
-  const [{ createRuntime, enableTracing }, { buildApp, createErrorHandler, createFetchHandler }, { dashboardPageRoutes }, { createWorkspace }, { ClusterNode, waitForDatabase }, { readRole }, { createLogger }] = await Promise.all([
+  const [{ createRuntime, enableTracing }, { buildApp, createErrorHandler, createFetchHandler }, { dashboardPageRoutes }, { createWorkspace }, { ClusterNode, waitForDatabase }, { startingRole }, { createLogger }] = await Promise.all([
     import('./runtime'),
     import('./app'),
     import('./api/dashboard'),
@@ -73,8 +73,9 @@ async function main(args: readonly string[]) {
     import('./observability/logger'),
   ])
   const logger = createLogger(config.logLevel)
-  if (readRole(config.litefsDir).kind === 'replica') await waitForDatabase(logger, config.dbPath, config.litefsDir)
-  const runtime = createRuntime(config, { logger })
+  const role = await startingRole(config)
+  if (role.kind === 'replica') await waitForDatabase(logger, config.dbPath, config.litefsDir)
+  const runtime = createRuntime(config, { logger, role })
   await enableTracing(runtime)
   const concurrency = upstreamConcurrency()
   if (concurrency < wantedUpstreamConcurrency) {

@@ -12,7 +12,7 @@ import { McpServers } from './pipeline/stages/mcp-servers'
 import { createRequestLogQueue, type RequestLogQueue } from './pipeline/log/log-request'
 import { KeyLimiter } from './pipeline/limits/ledger'
 import type { RouterTracing } from './observability/tracing'
-import { readRole, RoleWatcher } from './cluster/role'
+import { RoleWatcher, type NodeRole } from './cluster/role'
 import { Writer } from './cluster/writer'
 import { spoolPath } from './cluster/spool'
 import { createUsageReader } from './storage/usage-reader'
@@ -70,6 +70,8 @@ export interface RuntimeOptions {
    * the primary only and stops before a demotion reopens read-only.
    */
   asPrimary?: boolean
+  /** The role to open with (cluster/role.ts `startingRole`: LiteFS's `/info`, else `.primary`); default `.primary`'s. */
+  role?: NodeRole
   /** Heavy reads on this thread, not a read thread of their own: a thread that serves no requests. */
   readsInPlace?: boolean
 }
@@ -78,7 +80,14 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
   // The features that plug into the pipeline's and the scheduler's tables (once per process).
   registerBatch()
   const logger = options.logger ?? createLogger(config.logLevel)
-  const roles = new RoleWatcher(options.asPrimary ? undefined : config.litefsDir, (error) => logger.error('role_read_failed', { error: error instanceof Error ? error.message : String(error) }))
+  const roles = new RoleWatcher(options.asPrimary ? undefined : config.litefsDir, (error) => logger.error('role_read_failed', { error: error instanceof Error ? error.message : String(error) }), {
+    initial: options.asPrimary ? undefined : options.role,
+    apiUrl: options.asPrimary ? undefined : config.litefsApiUrl,
+    onApi: (event, detail) =>
+      event === 'connected'
+        ? logger.info('litefs_api_connected', { url: detail, message: "LiteFS's event stream confirms this node's role from now on." })
+        : logger.warn('litefs_api_lost', { error: detail, message: "LiteFS's event stream was lost: the role follows $RT_LITEFS_DIR/.primary until it is back." }),
+  })
   const role = roles.current()
   // Storage first: whether a master key may be created, and whether the given one is right, is
   // decided by what the database holds (its key check value, its encrypted rows). A replica reads
@@ -103,7 +112,7 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
   onConfigWrite.add((change) => snapshots.invalidate(change))
   metrics.snapshotBuilds = snapshots.builds
   metrics.snapshotRequestWaits = snapshots.requestWaits
-  const writer = new Writer(role, repositories, metrics, spoolPath(config.dataDir), () => readRole(options.asPrimary ? undefined : config.litefsDir))
+  const writer = new Writer(role, repositories, metrics, spoolPath(config.dataDir), () => roles.readNow())
   const usage = createUsageReader(reads)
   const limiter = new KeyLimiter(usage.keyWindows, {
     syncMs: config.limitSyncMs,

@@ -2,6 +2,7 @@
 import { Elysia } from 'elysia'
 import type { AppDeps } from './deps'
 import { jsonResponse } from '../http/json-response'
+import { readLagMs } from '../cluster/position'
 
 export function healthRoutes(deps: AppDeps) {
   return new Elysia({ name: 'health' })
@@ -10,10 +11,14 @@ export function healthRoutes(deps: AppDeps) {
       () => {
         try {
           deps.storage.dataVersion()
-          return { ok: true }
         } catch {
           return jsonResponse(503, { ok: false })
         }
+        // A LiteFS replica says how far behind the primary it is, and fails past RT_MAX_LAG_MS (CONTRACT §10).
+        const { litefsDir, maxLagMs } = deps.config
+        const lagMs = litefsDir && deps.writer.replica ? readLagMs(litefsDir) : undefined
+        if (lagMs === undefined) return { ok: true }
+        return lagMs > maxLagMs ? jsonResponse(503, { ok: false, lag_ms: lagMs, max_lag_ms: maxLagMs }) : { ok: true, lag_ms: lagMs }
       },
       { detail: { hide: true } },
     )

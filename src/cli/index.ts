@@ -27,10 +27,13 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     return 0
   }
   // Loaded only to run a command: parsing and help touch neither the dependencies nor the database.
-  const [{ createRuntime }, { silentLogger }] = await Promise.all([import('../runtime'), import('../observability/logger')])
+  const [{ createRuntime }, { silentLogger }, { startingRole }] = await Promise.all([import('../runtime'), import('../observability/logger'), import('../cluster/role')])
   let runtime: Awaited<ReturnType<typeof createRuntime>> | undefined
   try {
-    runtime = createRuntime(loadConfig(), { logger: silentLogger })
+    const config = loadConfig()
+    // On LiteFS, its `/info` says whether this machine is the primary (a replica that lost its
+    // primary has no `.primary` either, and must not be taken for one).
+    runtime = createRuntime(config, { logger: silentLogger, role: await startingRole(config) })
     const command = parsed.command
     let result: unknown
     if (command.operation) {

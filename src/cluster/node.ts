@@ -2,7 +2,7 @@
  * What a server process does for its role (CONTRACT §10), and how it changes role while serving.
  * - Primary: the database read-write (migrated at open), the WAL checkpointer and the scheduled jobs.
  * - Replica: the database read-only, request-log rows spooled and shipped to the primary.
- * A promotion (`.primary` gone) reopens the database read-write, writes the spool's rows here and
+ * A promotion (LiteFS's `primaryChange`, or `.primary` gone) reopens the database read-write, writes the spool's rows here and
  * starts the jobs; a demotion stops the jobs and reopens read-only. Requests keep being served
  * throughout: the connection is swapped between two of them (storage and repositories are the same
  * objects, given new contents), and the snapshot is rebuilt from the new connection.
@@ -43,7 +43,7 @@ export class ClusterNode {
     private readonly options: NodeOptions = {},
   ) {}
 
-  /** Starts the duties of the role the node has now, and follows `.primary` from here on. */
+  /** Starts the duties of the role the node has now, and follows the role from here on (LiteFS's events, `.primary`). */
   async start(): Promise<void> {
     const { runtime } = this
     if (runtime.writer.replica) this.startShipping()
@@ -54,7 +54,8 @@ export class ClusterNode {
       await this.startPrimaryDuties()
     }
     runtime.roles.onChange((role, previous) => this.change(role, previous))
-    runtime.roles.start(this.options.roleIntervalMs)
+    // LiteFS's event stream where its API answers (its first word applied, if it differs), and the file's poll.
+    await runtime.roles.start(this.options.roleIntervalMs)
   }
 
   /** Stops jobs, checkpoints and shipping (a last shipping pass first); the caller closes the storage. */

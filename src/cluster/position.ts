@@ -39,3 +39,18 @@ export async function reachTxid(dbPath: string, wanted: bigint, limitMs = txidWa
     await Bun.sleep(pollMs)
   }
 }
+
+/**
+ * A replica's lag behind the primary in milliseconds, from LiteFS's `.lag` in the mount (`+0000001234`;
+ * +2147483647 until the first copy is done; 0 on the primary); undefined where there is no such file.
+ */
+export function readLagMs(litefsDir: string): number | undefined {
+  let text: string
+  try {
+    text = readFileSync(`${litefsDir}/.lag`, 'utf8')
+  } catch {
+    return undefined
+  }
+  const lag = Number(text.trim())
+  return Number.isFinite(lag) ? lag : undefined
+}

@@ -77,7 +77,7 @@ export class Writer implements LogSink {
     private readonly metrics: Metrics,
     /** `$RT_DATA_DIR/spool.db`, opened the first time the node is a replica. */
     private readonly spoolFilePath: string,
-    /** Reads the role now, not as last polled (LiteFS's `.primary`: cluster/role.ts). */
+    /** The role now, not as last polled (LiteFS's word where its API answers, else `.primary`: cluster/role.ts). */
     private readonly roleNow: () => NodeRole = () => role,
   ) {
     this.local = databaseLogSink(repositories, metrics)

@@ -33,6 +33,10 @@ export interface Config {
   gatewayUrlOverrides: Readonly<Record<string, string>>
   /** RT_LITEFS_DIR: LiteFS's mount; set, the node is a replica while `$RT_LITEFS_DIR/.primary` exists (CONTRACT §10). */
   litefsDir: string | undefined
+  /** LiteFS's local HTTP API (RT_LITEFS_API_URL); set only with RT_LITEFS_DIR. */
+  litefsApiUrl: string | undefined
+  /** A replica's /healthz fails above this lag behind the primary (RT_MAX_LAG_MS). */
+  maxLagMs: number
   /** RT_CLUSTER_SECRET: the bearer a replica shows the primary when it ships request-log rows. */
   clusterSecret: string | undefined
   /** RT_PRIMARY_URL: the primary's base URL for a replica; unset, it is derived from the fly.io names. */
@@ -101,6 +105,8 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['RT_DATA_DIR', Bun.isStandaloneExecutable ? "master.key and router.db; default ./data of the current directory" : `master.key and router.db; default ${defaultDataDir} (the repository's data/, from any current directory); a relative path resolves from the current directory`],
   ['RT_DB_PATH', 'the SQLite database file, default $RT_DATA_DIR/router.db ($RT_LITEFS_DIR/router.db with RT_LITEFS_DIR); a relative path resolves from the current directory'],
   ['RT_LITEFS_DIR', "LiteFS's mount (e.g. /litefs): the node is a read-only replica while $RT_LITEFS_DIR/.primary exists, the primary otherwise; re-read when it changes"],
+  ['RT_LITEFS_API_URL', "LiteFS's local HTTP API, default http://127.0.0.1:20202 (with RT_LITEFS_DIR): its /info and /events confirm the role and announce a promotion at once"],
+  ['RT_MAX_LAG_MS', "a replica's /healthz answers 503 while its lag behind the primary ($RT_LITEFS_DIR/.lag) exceeds this; default 10000"],
   ['RT_CLUSTER_SECRET', 'the bearer a replica shows the primary when it ships request-log rows (POST /internal/v1/logs); unset on the primary: that path answers 401'],
   ['RT_PRIMARY_URL', "a replica's URL of the primary, default http://<primary host>.vm.$FLY_APP_NAME.internal:$PORT"],
   ['RT_MASTER_KEY', '32 bytes (64 hex digits or base64) encrypting stored secrets; unset: $RT_DATA_DIR/master.key, created only for a database without secrets. A key that is not the database\'s own is refused'],
@@ -178,6 +184,8 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     logLevel: oneOf(environment, 'RT_LOG_LEVEL', ['debug', 'info', 'warn', 'error'] as const, 'info'),
     gatewayUrlOverrides: Object.freeze(overrides),
     litefsDir,
+    litefsApiUrl: litefsDir ? (environment.RT_LITEFS_API_URL || 'http://127.0.0.1:20202').replace(/\/+$/, '') : undefined,
+    maxLagMs: integerSetting(environment, 'RT_MAX_LAG_MS', 10_000, 1, 3_600_000),
     clusterSecret: environment.RT_CLUSTER_SECRET || undefined,
     primaryUrl: environment.RT_PRIMARY_URL ? environment.RT_PRIMARY_URL.replace(/\/+$/, '') : undefined,
     flyAppName: environment.FLY_APP_NAME || undefined,

@@ -8,7 +8,9 @@ import { Database } from 'bun:sqlite'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { readRole, RoleWatcher } from '../../src/cluster/role'
+import { readRole, RoleWatcher, startingRole } from '../../src/cluster/role'
+import { startFakeLiteFs } from '../harness/litefs-api'
+import { until } from '../harness/until'
 import { LogSpool, spooledRows } from '../../src/cluster/spool'
 import { LogShipper, primaryBaseUrl } from '../../src/cluster/ship-logs'
 import { Writer } from '../../src/cluster/writer'
@@ -52,19 +54,10 @@ describe('the role (CONTRACT §10)', () => {
     }
   })
 
-  test('no .primary on a read-only mount root (LiteFS on a replica that lost its primary): a replica whose primary is unknown; writes get 503', () => {
+  test('no .primary: the primary, whatever mode the mount root shows (the kernel may keep an old one for a minute after a promotion)', () => {
     const dir = temp()
     try {
       chmodSync(dir, 0o555)
-      const role = readRole(dir)
-      expect(role).toEqual({ kind: 'replica', primaryHost: '' })
-      const metrics = new Metrics()
-      const writer = new Writer(role, {} as never, metrics, join(dir, 'spool.db'))
-      const answer = writer.replay()!
-      expect(answer.status).toBe(503)
-      expect(answer.headers.get('retry-after')).toBe('2')
-      expect(answer.headers.get('fly-replay')).toBeNull()
-      chmodSync(dir, 0o755)
       expect(readRole(dir)).toEqual({ kind: 'primary' })
     } finally {
       chmodSync(dir, 0o755)
@@ -76,6 +69,159 @@ describe('the role (CONTRACT §10)', () => {
     expect(primaryBaseUrl({ primaryUrl: 'http://127.0.0.1:9', flyAppName: 'app', port: 8080, primaryHost: 'h' })).toBe('http://127.0.0.1:9')
     expect(primaryBaseUrl({ primaryUrl: undefined, flyAppName: 'router-app', port: 8080, primaryHost: '3d8d9930b3e789' })).toBe('http://3d8d9930b3e789.vm.router-app.internal:8080')
     expect(primaryBaseUrl({ primaryUrl: undefined, flyAppName: undefined, port: 8080, primaryHost: 'h' })).toBeUndefined()
+  })
+})
+
+describe("LiteFS's local API confirms the role", () => {
+  test('/events decides while open: a promotion is heard at once with `.primary` still there; a replica with no primary is told apart (writes 503); tx lines skipped; the file again when the stream is lost', async () => {
+    const dir = temp()
+    writeFileSync(join(dir, '.primary'), 'machine-a\n')
+    await using litefs = startFakeLiteFs({ isPrimary: false, hostname: 'machine-a' })
+    const api: string[] = []
+    const watcher = new RoleWatcher(dir, () => {}, { apiUrl: litefs.url, apiRetryMs: 50, onApi: (event) => void api.push(event) })
+    const heard: string[] = []
+    const changed: (() => void)[] = []
+    watcher.onChange((role, previous) => {
+      heard.push(`${previous.kind}>${role.kind}${role.kind === 'replica' ? `:${role.primaryHost}` : ''}`)
+      for (const wake of changed.splice(0)) wake()
+    })
+    const nextChange = () => new Promise<void>((wake) => changed.push(wake))
+    try {
+      await watcher.start(10_000)
+      expect(watcher.apiConnected()).toBe(true)
+      expect(watcher.current()).toEqual({ kind: 'replica', primaryHost: 'machine-a' })
+      // Transactions stream by and change nothing.
+      for (let txid = 1; txid <= 50; txid++) litefs.tx(txid)
+      // Promoted: LiteFS says so; `.primary` is left as the kernel may still show it.
+      let change = nextChange()
+      const announced = performance.now()
+      litefs.announce({ isPrimary: true, hostname: '' }, { file: false })
+      await change
+      expect(performance.now() - announced).toBeLessThan(1000)
+      expect(watcher.current()).toEqual({ kind: 'primary' })
+      expect(watcher.readNow()).toEqual({ kind: 'primary' })
+      // The lease lost, no primary known: a replica with nowhere to replay, though no `.primary` says so.
+      rmSync(join(dir, '.primary'))
+      change = nextChange()
+      litefs.announce({ isPrimary: false, hostname: '' })
+      await change
+      const role = watcher.current()
+      expect(role).toEqual({ kind: 'replica', primaryHost: '' })
+      const writer = new Writer(role, {} as never, new Metrics(), join(dir, 'spool.db'))
+      const answer = writer.replay()!
+      expect(answer.status).toBe(503)
+      expect(answer.headers.get('retry-after')).toBe('2')
+      expect(answer.headers.get('fly-replay')).toBeNull()
+      change = nextChange()
+      litefs.announce({ isPrimary: false, hostname: 'machine-b' })
+      await change
+      // The stream lost: the file decides at once (no `.primary`: the primary); back, LiteFS again.
+      writeFileSync(join(dir, '.primary'), 'machine-c\n')
+      change = nextChange()
+      litefs.dropStreams()
+      await change
+      expect(watcher.apiConnected()).toBe(false)
+      expect(watcher.current()).toEqual({ kind: 'replica', primaryHost: 'machine-c' })
+      change = nextChange()
+      await change
+      expect(watcher.apiConnected()).toBe(true)
+      expect(heard).toEqual(['replica>primary', 'primary>replica:', 'replica>replica:machine-b', 'replica>replica:machine-c', 'replica>replica:machine-b'])
+      expect(api).toEqual(['connected', 'lost', 'connected'])
+    } finally {
+      await watcher.stop()
+      rmSync(dir, { recursive: true, force: true })
+    }
+    // Stopped, the watcher let its stream go.
+    await until('the event stream closed', () => (litefs.subscribers() === 0 ? true : undefined), 2000)
+  })
+
+  test('the starting role: /info where it answers (a replica that lost its primary has no `.primary` either), the file where it does not', async () => {
+    const dir = temp()
+    try {
+      await using litefs = startFakeLiteFs({ isPrimary: false, hostname: '' })
+      expect(await startingRole({ litefsDir: dir, litefsApiUrl: litefs.url })).toEqual({ kind: 'replica', primaryHost: '' })
+      litefs.announce({ isPrimary: false, hostname: 'machine-a' })
+      expect(await startingRole({ litefsDir: dir, litefsApiUrl: litefs.url })).toEqual({ kind: 'replica', primaryHost: 'machine-a' })
+      litefs.announce({ isPrimary: true, hostname: '' })
+      writeFileSync(join(dir, '.primary'), 'stale-view\n')
+      expect(await startingRole({ litefsDir: dir, litefsApiUrl: litefs.url })).toEqual({ kind: 'primary' })
+      await litefs.close()
+      expect(await startingRole({ litefsDir: dir, litefsApiUrl: litefs.url })).toEqual({ kind: 'replica', primaryHost: 'stale-view' })
+      expect(await startingRole({ litefsDir: undefined, litefsApiUrl: undefined })).toEqual({ kind: 'primary' })
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test("a node LiteFS demotes then promotes by its events alone is writing within a second of the promotion, its `.primary` not yet gone", async () => {
+    const litefs = temp()
+    try {
+      await using api = startFakeLiteFs({ isPrimary: true, hostname: '' }, litefs)
+      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '', RT_LITEFS_API_URL: api.url })
+      // The file's poll far apart: what moves the role here is LiteFS's event stream.
+      const node = new ClusterNode(server.runtime, { roleIntervalMs: 60_000, shipIntervalMs: 20 })
+      await node.start()
+      try {
+        expect(server.runtime.roles.apiConnected()).toBe(true)
+        api.announce({ isPrimary: false, hostname: 'other-machine' })
+        const write = async () => (await server.api('/api/v1/keys', { method: 'POST', json: {} })).status
+        const until = async (status: number) => {
+          const started = performance.now()
+          let seen = await write()
+          while (seen !== status && performance.now() - started < 1000) {
+            await Bun.sleep(10)
+            seen = await write()
+          }
+          return [seen, performance.now() - started] as const
+        }
+        expect((await until(409))[0]).toBe(409)
+        expect(server.runtime.storage.readonly).toBe(true)
+        // Promoted: `.primary` stays (file: false), as a kernel's cached view of the mount may show it.
+        api.announce({ isPrimary: true, hostname: '' }, { file: false })
+        const [status, tookMs] = await until(201)
+        expect(status).toBe(201)
+        expect(tookMs).toBeLessThan(1000)
+        expect(server.runtime.storage.readonly).toBe(false)
+      } finally {
+        await node.stop()
+      }
+    } finally {
+      rmSync(litefs, { recursive: true, force: true })
+    }
+  })
+})
+
+describe('/healthz on a replica', () => {
+  test("reports LiteFS's lag and fails (503) above RT_MAX_LAG_MS; the primary ignores the file", async () => {
+    const litefs = temp()
+    try {
+      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '', RT_MAX_LAG_MS: '2000' })
+      const health = async () => {
+        const response = await fetch(`${server.rootUrl}/healthz`)
+        return [response.status, await response.json()]
+      }
+      writeFileSync(join(litefs, '.lag'), '+0000009999\n')
+      expect(await health()).toEqual([200, { ok: true }])
+      const node = new ClusterNode(server.runtime, { roleIntervalMs: 20, shipIntervalMs: 20 })
+      await node.start()
+      try {
+        writeFileSync(join(litefs, '.primary'), 'primary-machine\n')
+        await server.runtime.roles.check()
+        writeFileSync(join(litefs, '.lag'), '+0000000350\n')
+        expect(await health()).toEqual([200, { ok: true, lag_ms: 350 }])
+        writeFileSync(join(litefs, '.lag'), '+0000002001\n')
+        expect(await health()).toEqual([503, { ok: false, lag_ms: 2001, max_lag_ms: 2000 }])
+        // Not yet copied once: LiteFS shows the largest lag there is.
+        writeFileSync(join(litefs, '.lag'), '+2147483647\n')
+        expect((await health())[0]).toBe(503)
+        rmSync(join(litefs, '.lag'))
+        expect(await health()).toEqual([200, { ok: true }])
+      } finally {
+        await node.stop()
+      }
+    } finally {
+      rmSync(litefs, { recursive: true, force: true })
+    }
   })
 })
 
