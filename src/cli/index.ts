@@ -6,6 +6,7 @@
 import { loadConfig } from '../config/env'
 import { UsageError } from './commands'
 import { parseCommand } from './parse-command'
+import { isReadonlyDatabaseError, ReplicaWriteError } from '../cluster/writer'
 
 function fail(error: unknown): number {
   const message = error instanceof Error ? error.message : String(error)
@@ -13,6 +14,14 @@ function fail(error: unknown): number {
   // A usage error may say more for a person: an incomplete command lists its sub-commands.
   if (error instanceof UsageError && error.details) process.stderr.write('\n' + error.details)
   return 1
+}
+
+/** A write refused on a LiteFS replica says how to run it on this machine after all. */
+function cliWriteError(error: unknown): unknown {
+  const underHaltLock = 'run it under `litefs run -with-halt-lock-on $RT_DB_PATH -- env RT_LITEFS_HALT_LOCK=1 ./scripts/cli …`'
+  if (error instanceof ReplicaWriteError) return new Error(`${error.message}, or ${underHaltLock} on this machine`)
+  if (isReadonlyDatabaseError(error) && loadConfig().litefsHaltLock) return new Error(`the database is read-only here: no LiteFS halt lock is held; ${underHaltLock}`)
+  return error
 }
 
 export async function runCli(argv: readonly string[]): Promise<number> {
@@ -32,8 +41,10 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   try {
     const config = loadConfig()
     // On LiteFS, its `/info` says whether this machine is the primary (a replica that lost its
-    // primary has no `.primary` either, and must not be taken for one).
-    runtime = createRuntime(config, { logger: silentLogger, role: await startingRole(config) })
+    // primary has no `.primary` either, and must not be taken for one). Under `litefs run
+    // -with-halt-lock-on` (RT_LITEFS_HALT_LOCK=1) LiteFS lets this one command write on a replica.
+    const role = config.litefsDir && config.litefsHaltLock ? ({ kind: 'primary' } as const) : await startingRole(config)
+    runtime = createRuntime(config, { logger: silentLogger, role })
     const command = parsed.command
     let result: unknown
     if (command.operation) {
@@ -52,7 +63,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     process.stdout.write(JSON.stringify(result) + '\n')
     return 0
   } catch (error) {
-    return fail(error)
+    return fail(cliWriteError(error))
   } finally {
     runtime?.snapshots.close()
     runtime?.reads.close()

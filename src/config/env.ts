@@ -35,6 +35,8 @@ export interface Config {
   litefsDir: string | undefined
   /** LiteFS's local HTTP API (RT_LITEFS_API_URL); set only with RT_LITEFS_DIR. */
   litefsApiUrl: string | undefined
+  /** RT_LITEFS_HALT_LOCK=1: a CLI command run under `litefs run -with-halt-lock-on`, writing on a replica. */
+  litefsHaltLock: boolean
   /** A replica's /healthz fails above this lag behind the primary (RT_MAX_LAG_MS). */
   maxLagMs: number
   /** RT_CLUSTER_SECRET: the bearer a replica shows the primary when it ships request-log rows. */
@@ -106,6 +108,7 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['RT_DB_PATH', 'the SQLite database file, default $RT_DATA_DIR/router.db ($RT_LITEFS_DIR/router.db with RT_LITEFS_DIR); a relative path resolves from the current directory'],
   ['RT_LITEFS_DIR', "LiteFS's mount (e.g. /litefs): the node is a read-only replica while $RT_LITEFS_DIR/.primary exists, the primary otherwise; re-read when it changes"],
   ['RT_LITEFS_API_URL', "LiteFS's local HTTP API, default http://127.0.0.1:20202 (with RT_LITEFS_DIR): its /info and /events confirm the role and announce a promotion at once"],
+  ['RT_LITEFS_HALT_LOCK', "1 for one CLI command run on a replica under `litefs run -with-halt-lock-on $RT_DB_PATH --`: LiteFS lets it write there (forwarding to the primary), so the CLI writes instead of refusing"],
   ['RT_MAX_LAG_MS', "a replica's /healthz answers 503 while its lag behind the primary ($RT_LITEFS_DIR/.lag) exceeds this; default 10000"],
   ['RT_CLUSTER_SECRET', 'the bearer a replica shows the primary when it ships request-log rows (POST /internal/v1/logs); unset on the primary: that path answers 401'],
   ['RT_PRIMARY_URL', "a replica's URL of the primary, default http://<primary host>.vm.$FLY_APP_NAME.internal:$PORT"],
@@ -185,6 +188,7 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     gatewayUrlOverrides: Object.freeze(overrides),
     litefsDir,
     litefsApiUrl: litefsDir ? (environment.RT_LITEFS_API_URL || 'http://127.0.0.1:20202').replace(/\/+$/, '') : undefined,
+    litefsHaltLock: environment.RT_LITEFS_HALT_LOCK === '1',
     maxLagMs: integerSetting(environment, 'RT_MAX_LAG_MS', 10_000, 1, 3_600_000),
     clusterSecret: environment.RT_CLUSTER_SECRET || undefined,
     primaryUrl: environment.RT_PRIMARY_URL ? environment.RT_PRIMARY_URL.replace(/\/+$/, '') : undefined,

@@ -127,6 +127,15 @@ test('a primary and a LiteFS replica: reads and inference local, writes replayed
   const cliWrite = cli('key', 'rotate', '--id', key.id)
   expect(cliWrite.exitCode).toBe(1)
   expect(cliWrite.stderr.toString()).toContain(`writes go to the primary (${primaryHost})`)
+  expect(cliWrite.stderr.toString()).toContain('litefs run -with-halt-lock-on')
+  // Under LiteFS's halt lock (here the database file is writable as the lock would make it), RT_LITEFS_HALT_LOCK=1 writes.
+  const halted = Bun.spawnSync(['bun', 'run', 'src/cli/index.ts', 'key', 'limits', '--id', key.id, '--rpm', '100000'], {
+    cwd: repoRoot,
+    env: { ...baseEnvironment(), ...replicaEnvironment, RT_DATA_DIR: replicaData, RT_LITEFS_HALT_LOCK: '1' },
+  })
+  expect([halted.exitCode, halted.stderr.toString()]).toEqual([0, ''])
+  const limited = ((await (await manage(primaryUrl, 'GET', `/keys/${key.id}`)).json()) as { data: { limits: unknown } }).data
+  expect(limited.limits).toEqual({ requests_per_minute: 100000, tokens_per_minute: null, usd_per_day: null, usd_per_month: null })
 
   // The internal path takes the cluster secret only.
   for (const authorization of [undefined, 'Bearer wrong', `Basic ${clusterSecret}`]) {
