@@ -202,7 +202,18 @@ export class RoleWatcher {
         this.options.onApi?.('lost', lostBecause)
         void this.check()
       }
-      await Bun.sleep(this.options.apiRetryMs ?? 1000)
+      // The wait before trying again ends at once when the watcher stops.
+      await new Promise<void>((done) => {
+        const stop = () => {
+          clearTimeout(timer)
+          done()
+        }
+        const timer = setTimeout(() => {
+          signal.removeEventListener('abort', stop)
+          done()
+        }, this.options.apiRetryMs ?? 1000)
+        signal.addEventListener('abort', stop, { once: true })
+      })
     }
   }
 
