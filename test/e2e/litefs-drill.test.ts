@@ -157,9 +157,11 @@ test('drill: kill -9 the primary under load, LiteFS promotes a standby; writes b
 
   // What the killed primary's journal held when it came back (timing decides whether there was any).
   const replayedLine = restarted.stdoutLines().find((line) => line.includes('"event":"request_journal_replayed"'))
-  const journalNote = replayedLine
-    ? `the restarted node-1's journal gave back ${JSON.parse(replayedLine).rows} rows (${JSON.parse(replayedLine).inserted} not yet in the database)`
-    : "the killed node-1's journal held no row the database lacked"
+  const replayed = replayedLine ? (JSON.parse(replayedLine) as { rows: number; inserted: number }) : { rows: 0, inserted: 0 }
+  const journalNote =
+    replayed.inserted > 0
+      ? `the restarted node-1's journal gave back ${replayed.rows} rows (${replayed.inserted} not yet in the database)`
+      : "the killed node-1's journal held no row the database lacked"
   const statuses = (map: Map<number, number>) => [...map].sort(([a], [b]) => a - b).map(([status, n]) => `${status}×${n}`).join(' ')
   console.log(
     [
