@@ -6,7 +6,7 @@
 import { loadConfig } from '../config/env'
 import { UsageError } from './commands'
 import { parseCommand } from './parse-command'
-import { isReadonlyDatabaseError, ReplicaWriteError } from '../cluster/writer'
+import { isIoError, isReadonlyDatabaseError, ReplicaWriteError } from '../cluster/writer'
 
 function fail(error: unknown): number {
   const message = error instanceof Error ? error.message : String(error)
@@ -19,8 +19,13 @@ function fail(error: unknown): number {
 /** A write refused on a LiteFS replica says how to run it on this machine after all. */
 function cliWriteError(error: unknown): unknown {
   const underHaltLock = 'run it under `litefs run -with-halt-lock-on $RT_DB_PATH -- env RT_LITEFS_HALT_LOCK=1 ./scripts/cli …`'
-  if (error instanceof ReplicaWriteError) return new Error(`${error.message}, or ${underHaltLock} on this machine`)
-  if (isReadonlyDatabaseError(error) && loadConfig().litefsHaltLock) return new Error(`the database is read-only here: no LiteFS halt lock is held; ${underHaltLock}`)
+  // With no primary known (a failover under way) there is no write lock to hold: retry shortly.
+  if (error instanceof ReplicaWriteError) return error.primaryHost ? new Error(`${error.message}, or ${underHaltLock} on this machine`) : error
+  // A write LiteFS refused without the lock: read-only, or an I/O or open error from its mount.
+  const code = String((error as { code?: unknown } | null)?.code ?? '')
+  if ((isReadonlyDatabaseError(error) || isIoError(error) || code.startsWith('SQLITE_CANTOPEN')) && loadConfig().litefsHaltLock) {
+    return new Error(`the database refused the write here (${code}): no LiteFS halt lock is held; ${underHaltLock}`)
+  }
   return error
 }
 

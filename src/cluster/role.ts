@@ -8,7 +8,8 @@
  * decides it while connected: a promotion is acted on as LiteFS announces it, however long the
  * kernel keeps an old view of the mount. It also tells apart what the file cannot: a replica that
  * has lost its primary (no `.primary` there either) is `isPrimary: false` with no hostname, a
- * replica whose primary is unknown for now. Without the API (or while it is away) the file decides,
+ * replica whose primary is unknown for now. A stream that ends is opened again, `/info` standing in
+ * meanwhile. Without the API (or while neither answers) the file decides,
  * polled a quarter second apart: inotify does not see changes LiteFS makes inside its own mount.
  */
 import { readFileSync } from 'node:fs'
@@ -18,6 +19,8 @@ import { join } from 'node:path'
 export type NodeRole = { kind: 'primary' } | { kind: 'replica'; primaryHost: string }
 
 const primaryRole: NodeRole = Object.freeze({ kind: 'primary' })
+/** The longest wait for the head of LiteFS's answer to `GET /events` (the stream itself has no limit). */
+const apiHeadTimeoutMs = 2000
 
 /** Reads the role from the mount now: `.primary` present means replica, its first line naming the primary. */
 export function readRole(litefsDir: string | undefined): NodeRole {
@@ -70,7 +73,7 @@ export interface RoleWatcherOptions {
   initial?: NodeRole
   /** LiteFS's local API (`RT_LITEFS_API_URL`); none: the file alone decides. */
   apiUrl?: string
-  /** Heard once when the API's stream is lost after it had answered, and once when it is back. */
+  /** Heard when the API's stream first says the role, and when it is lost with `/info` not answering either. */
   onApi?: (event: 'connected' | 'lost', detail: string) => void
   /** How long `start()` waits for the API's first event before going on with the file's role; default 1000 ms. */
   apiWaitMs?: number
@@ -130,6 +133,8 @@ export class RoleWatcher {
       const wait = setTimeout(resolve, this.options.apiWaitMs ?? 1000)
       await firstAnswer
       clearTimeout(wait)
+      // Stopped while waiting: nothing more to start.
+      if (!this.events) return
     }
     // The poll after the API's first word: until then the file could contradict what `/info` said.
     this.timer = setInterval(() => void this.check(), intervalMs)
@@ -173,9 +178,19 @@ export class RoleWatcher {
     const url = `${apiUrl.replace(/\/+$/, '')}/events`
     while (!signal.aborted) {
       let lostBecause = 'the stream ended'
+      // This attempt's own signal: the watcher's stop, and a limit on the wait for the answer's head
+      // (an API that takes the connection and never answers would keep the file deciding for good).
+      const attempt = new AbortController()
+      const abortAttempt = () => attempt.abort()
+      signal.addEventListener('abort', abortAttempt, { once: true })
+      const headLimit = setTimeout(abortAttempt, apiHeadTimeoutMs)
       try {
-        const response = await fetch(url, { signal })
-        if (!response.ok || !response.body) throw new Error(`GET /events answered ${response.status}`)
+        const response = await fetch(url, { signal: attempt.signal })
+        clearTimeout(headLimit)
+        if (!response.ok || !response.body) {
+          await response.body?.cancel().catch(() => undefined)
+          throw new Error(`GET /events answered ${response.status}`)
+        }
         const decoder = new TextDecoder()
         let pending = ''
         for await (const chunk of response.body) {
@@ -192,15 +207,27 @@ export class RoleWatcher {
           }
         }
       } catch (error) {
-        if (signal.aborted) break
-        lostBecause = error instanceof Error ? error.message : String(error)
+        if (!signal.aborted) lostBecause = attempt.signal.aborted ? `no answer from GET /events within ${apiHeadTimeoutMs} ms` : error instanceof Error ? error.message : String(error)
+      } finally {
+        clearTimeout(headLimit)
+        signal.removeEventListener('abort', abortAttempt)
+        answered()
       }
-      answered()
+      if (signal.aborted) break
       if (this.apiRole !== undefined) {
-        // Until it answers again the file decides, read at once.
-        this.apiRole = undefined
-        this.options.onApi?.('lost', lostBecause)
-        void this.check()
+        // LiteFS drops a subscriber that reads too slowly, and restarts: while `/info` still answers,
+        // its word stands (the file may be the stale view the API is there to correct); only when
+        // the API is gone does the file decide, read at once.
+        const confirmed = await fetchLiteFsRole(apiUrl)
+        if (signal.aborted) break
+        if (confirmed) {
+          this.apiRole = confirmed
+          void this.apply(confirmed)
+        } else {
+          this.apiRole = undefined
+          this.options.onApi?.('lost', lostBecause)
+          void this.check()
+        }
       }
       // The wait before trying again ends at once when the watcher stops.
       await new Promise<void>((done) => {

@@ -86,7 +86,8 @@ async function startCluster(limitSyncMs = syncMs): Promise<Cluster> {
   mkdirSync(replicaMount)
   writeFileSync(join(replicaMount, '.primary'), primaryHost)
   const dbPath = join(primaryMount, 'router.db')
-  const shared = { RT_MASTER_KEY: randomBytes(32).toString('base64'), RT_CLUSTER_SECRET: clusterSecret, RT_GATEWAY_URL_OPENAI: mock.url, RT_LOG_LEVEL: 'warn', RT_LIMIT_SYNC_MS: String(limitSyncMs) }
+  // No LiteFS API here (port 1 refuses): `.primary` alone decides the roles.
+  const shared = { RT_MASTER_KEY: randomBytes(32).toString('base64'), RT_CLUSTER_SECRET: clusterSecret, RT_GATEWAY_URL_OPENAI: mock.url, RT_LOG_LEVEL: 'warn', RT_LIMIT_SYNC_MS: String(limitSyncMs), RT_LITEFS_API_URL: 'http://127.0.0.1:1' }
   const primary = startService(join(root, 'primary-data'), { ...shared, RT_LITEFS_DIR: primaryMount })
   const primaryUrl = (await primary.listening()).rootUrl
   const managementKey = await primary.managementKey()

@@ -42,11 +42,10 @@ test('drill: kill -9 the primary under load, LiteFS promotes a standby; writes b
   for (const name of names) mkdirSync(mounts[name]!)
   const dbPath = join(mounts['node-1']!, 'router.db')
   // Each machine's LiteFS: node-1 holds the lease, the others replicate from it.
-  const litefs = {
-    'node-1': startFakeLiteFs({ isPrimary: true, hostname: '' }, mounts['node-1']),
-    'node-2': startFakeLiteFs({ isPrimary: false, hostname: 'node-1' }, mounts['node-2']),
-    'node-3': startFakeLiteFs({ isPrimary: false, hostname: 'node-1' }, mounts['node-3']),
-  }
+  await using litefs1 = startFakeLiteFs({ isPrimary: true, hostname: '' }, mounts['node-1'])
+  await using litefs2 = startFakeLiteFs({ isPrimary: false, hostname: 'node-1' }, mounts['node-2'])
+  await using litefs3 = startFakeLiteFs({ isPrimary: false, hostname: 'node-1' }, mounts['node-3'])
+  const litefs = { 'node-1': litefs1, 'node-2': litefs2, 'node-3': litefs3 }
   const urls = new Map<string, string>()
   let primary = 'node-1'
   await using edge = startFlyProxy({ machines: () => urls })
@@ -181,5 +180,4 @@ test('drill: kill -9 the primary under load, LiteFS promotes a standby; writes b
   // The restarted machine is a replica, the promoted one the primary.
   const replicaGauge = async (name: string) => /^router_node_replica (\d)$/m.exec(await (await fetch(`${urls.get(name)}/metrics`)).text())![1]
   expect([await replicaGauge('node-1'), await replicaGauge('node-2'), await replicaGauge('node-3')]).toEqual(['1', '0', '1'])
-  for (const name of names) await litefs[name].close()
 }, 90_000)

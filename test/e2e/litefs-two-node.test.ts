@@ -51,7 +51,8 @@ test('a primary and a LiteFS replica: reads and inference local, writes replayed
   // The replica's mount says who the primary is; the primary's has no `.primary`.
   writeFileSync(join(replicaMount, '.primary'), primaryHost)
   const dbPath = join(primaryMount, 'router.db')
-  const shared = { RT_MASTER_KEY: randomBytes(32).toString('base64'), RT_CLUSTER_SECRET: clusterSecret, RT_GATEWAY_URL_OPENAI: mock.url, RT_LOG_LEVEL: 'warn' }
+  // No LiteFS API here (port 1 refuses): `.primary` alone decides the roles.
+  const shared = { RT_MASTER_KEY: randomBytes(32).toString('base64'), RT_CLUSTER_SECRET: clusterSecret, RT_GATEWAY_URL_OPENAI: mock.url, RT_LOG_LEVEL: 'warn', RT_LITEFS_API_URL: 'http://127.0.0.1:1' }
 
   const startPrimary = (port = '0') => startService(join(root, 'primary-data'), { ...shared, RT_LITEFS_DIR: primaryMount, PORT: port })
   let primary = startPrimary()

@@ -26,6 +26,8 @@ import { createInferenceKey, storeProvider } from '../harness/api'
 import { startMockGateway } from '../harness/mock-gateway'
 
 const temp = () => mkdtempSync(join(tmpdir(), 'router-cluster-'))
+/** Where no LiteFS API listens (port 1 refuses): these tests drive the role through `.primary` alone. */
+const noLiteFsApi = 'http://127.0.0.1:1'
 
 function logRow(id: string, workspaceId: string, keyId: string | null = null) {
   return { id, workspaceId, keyId, createdAt: Date.now(), endpoint: 'chat', status: 200, latencyMs: 3.5, stream: false, attempts: 1, attemptPath: 'openai:ok' }
@@ -73,7 +75,7 @@ describe('the role (CONTRACT §10)', () => {
 })
 
 describe("LiteFS's local API confirms the role", () => {
-  test('/events decides while open: a promotion is heard at once with `.primary` still there; a replica with no primary is told apart (writes 503); tx lines skipped; the file again when the stream is lost', async () => {
+  test('/events decides while open: a promotion is heard at once with `.primary` still there; a replica with no primary is told apart (writes 503); tx lines skipped; a dropped stream bridged by /info; the file once LiteFS is gone', async () => {
     const dir = temp()
     writeFileSync(join(dir, '.primary'), 'machine-a\n')
     await using litefs = startFakeLiteFs({ isPrimary: false, hostname: 'machine-a' })
@@ -115,24 +117,56 @@ describe("LiteFS's local API confirms the role", () => {
       change = nextChange()
       litefs.announce({ isPrimary: false, hostname: 'machine-b' })
       await change
-      // The stream lost: the file decides at once (no `.primary`: the primary); back, LiteFS again.
+      // The stream dropped (LiteFS drops a slow reader): `/info` still answers, so LiteFS's word stands
+      // over the file's, and the stream is opened again.
       writeFileSync(join(dir, '.primary'), 'machine-c\n')
-      change = nextChange()
       litefs.dropStreams()
+      await until('the event stream open again', () => (litefs.subscribers() === 1 ? true : undefined), 3000)
+      expect(watcher.apiConnected()).toBe(true)
+      expect(watcher.current()).toEqual({ kind: 'replica', primaryHost: 'machine-b' })
+      // LiteFS gone altogether: the file decides at once.
+      change = nextChange()
+      await litefs.close()
       await change
       expect(watcher.apiConnected()).toBe(false)
       expect(watcher.current()).toEqual({ kind: 'replica', primaryHost: 'machine-c' })
-      change = nextChange()
-      await change
-      expect(watcher.apiConnected()).toBe(true)
-      expect(heard).toEqual(['replica>primary', 'primary>replica:', 'replica>replica:machine-b', 'replica>replica:machine-c', 'replica>replica:machine-b'])
-      expect(api).toEqual(['connected', 'lost', 'connected'])
+      expect(heard).toEqual(['replica>primary', 'primary>replica:', 'replica>replica:machine-b', 'replica>replica:machine-c'])
+      expect(api).toEqual(['connected', 'lost'])
     } finally {
       await watcher.stop()
       rmSync(dir, { recursive: true, force: true })
     }
-    // Stopped, the watcher let its stream go.
-    await until('the event stream closed', () => (litefs.subscribers() === 0 ? true : undefined), 2000)
+  })
+
+  test('an API that takes the connection and never answers: the start goes on with the file after apiWaitMs, the stream is asked again after its 2 s limit, and a stop during the start leaves nothing running', async () => {
+    const dir = temp()
+    let asked = 0
+    const silent = Bun.serve({ hostname: '127.0.0.1', port: 0, idleTimeout: 0, fetch: () => (asked++, new Promise<Response>(() => {})) })
+    try {
+      writeFileSync(join(dir, '.primary'), 'machine-a\n')
+      const watcher = new RoleWatcher(dir, () => {}, { apiUrl: `http://127.0.0.1:${silent.port}`, apiWaitMs: 100, apiRetryMs: 50 })
+      const started = performance.now()
+      await watcher.start(20)
+      expect(performance.now() - started).toBeLessThan(1000)
+      expect(watcher.current()).toEqual({ kind: 'replica', primaryHost: 'machine-a' })
+      await until('GET /events asked again', () => (asked >= 2 ? true : undefined), 4000)
+      await watcher.stop()
+
+      // Stopped before the API's first word: start() ends, and no poll runs afterwards.
+      const early = new RoleWatcher(dir, () => {}, { apiUrl: `http://127.0.0.1:${silent.port}`, apiWaitMs: 5000 })
+      const heard: string[] = []
+      early.onChange((role) => void heard.push(role.kind))
+      const starting = early.start(20)
+      await Bun.sleep(50)
+      await early.stop()
+      await starting
+      rmSync(join(dir, '.primary'))
+      await Bun.sleep(200)
+      expect(heard).toEqual([])
+    } finally {
+      await silent.stop(true)
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   test('the starting role: /info where it answers (a replica that lost its primary has no `.primary` either), the file where it does not', async () => {
@@ -192,10 +226,10 @@ describe("LiteFS's local API confirms the role", () => {
 })
 
 describe('/healthz on a replica', () => {
-  test("reports LiteFS's lag and fails (503) above RT_MAX_LAG_MS; the primary ignores the file", async () => {
+  test("reports LiteFS's lag and fails (503) above RT_MAX_LAG_MS, unless it knows no primary; the primary ignores the file", async () => {
     const litefs = temp()
     try {
-      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '', RT_MAX_LAG_MS: '2000' })
+      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '', RT_LITEFS_API_URL: noLiteFsApi, RT_MAX_LAG_MS: '2000' })
       const health = async () => {
         const response = await fetch(`${server.rootUrl}/healthz`)
         return [response.status, await response.json()]
@@ -214,6 +248,13 @@ describe('/healthz on a replica', () => {
         // Not yet copied once: LiteFS shows the largest lag there is.
         writeFileSync(join(litefs, '.lag'), '+2147483647\n')
         expect((await health())[0]).toBe(503)
+        // No primary known (one died, its lease not yet expired): every replica's lag grows alike, and none fails for it.
+        writeFileSync(join(litefs, '.primary'), '')
+        await server.runtime.roles.check()
+        expect(server.runtime.writer.primaryHost()).toBe('')
+        expect(await health()).toEqual([200, { ok: true }])
+        writeFileSync(join(litefs, '.primary'), 'primary-machine\n')
+        await server.runtime.roles.check()
         rmSync(join(litefs, '.lag'))
         expect(await health()).toEqual([200, { ok: true }])
       } finally {
@@ -374,7 +415,7 @@ describe('a demotion while serving', () => {
   test('a write LiteFS fails with a disk I/O error on a node demoted a moment ago (before the role poll saw it) is replayed, 409 + fly-replay, never a 500', async () => {
     const litefs = temp()
     try {
-      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '' })
+      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '', RT_LITEFS_API_URL: noLiteFsApi })
       expect(server.runtime.writer.replica).toBe(false)
       const insert = server.runtime.repositories.inferenceKeys.insert
       const ioError = () => Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR_WRITE' })
@@ -404,7 +445,7 @@ describe('a demotion while serving', () => {
     const litefs = temp()
     let onCleanup: () => Promise<void> = async () => {}
     try {
-      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '' })
+      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '', RT_LITEFS_API_URL: noLiteFsApi })
       const position = (txid: number) => writeFileSync(join(litefs, 'router.db-pos'), `${txid.toString(16).padStart(16, '0')}/0123456789abcdef\n`)
       position(0xff)
       // The primary: a write's answer says where it got to; a read's does not.
@@ -456,7 +497,7 @@ describe('a demotion while serving', () => {
     await using mock = await startMockGateway()
     const litefs = temp()
     try {
-      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '', RT_GATEWAY_URL_OPENAI: mock.url })
+      await using server = await startTestServer({ RT_LITEFS_DIR: litefs, RT_DB_PATH: '', RT_LITEFS_API_URL: noLiteFsApi, RT_GATEWAY_URL_OPENAI: mock.url })
       const node = new ClusterNode(server.runtime, { roleIntervalMs: 20, shipIntervalMs: 20 })
       await node.start()
       try {
