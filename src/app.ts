@@ -12,7 +12,6 @@ import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
 import { internalRoutes } from './api/internal'
 import { jsonResponse as json } from './http/json-response'
-import { ReplicaWriteError } from './cluster/writer'
 import { parseTxid, reachTxid, readTxid, txidHeader } from './cluster/position'
 import { recordPeer } from './api/peer-address'
 import { writesByRoute } from './api/admin/auth'
@@ -58,7 +57,7 @@ export function buildApp(deps: AppDeps): AnyElysia {
         default: {
           // A write that reached a replica past the request check below (the writer seam refused it,
           // or the read-only database did, or LiteFS failed it on a node demoted a moment ago).
-          const replay = error instanceof ReplicaWriteError ? deps.writer.replay() : deps.writer.replayAfterFailedWrite(error)
+          const replay = deps.writer.replayAfterFailedWrite(error)
           if (replay) return replay
           deps.logger.error('unhandled_error', { path, code: String(code), error: error instanceof Error ? error.message : String(error) })
           return json(500, { error: 'Internal error.' })

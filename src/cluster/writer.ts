@@ -129,16 +129,23 @@ export class Writer implements LogSink {
   }
 
   /**
-   * The answer to a write that failed in SQLite, when the failure is the node's role: a read-only
-   * connection (a replica), or, in WAL mode, the disk I/O error LiteFS gives a node demoted a moment
-   * ago, before the role's poll has seen it (the role is read again now). Undefined for any other
-   * failure, which stays an internal error.
+   * Where a write that failed should go, when the failure is the node's role: the primary's host
+   * ('' while none is known), or undefined for any other failure, which stays an internal error.
+   * Role failures are the seam's own refusal (ReplicaWriteError), a read-only connection (a
+   * replica), and, in WAL mode, the disk I/O error LiteFS gives a node demoted a moment ago, before
+   * the role change has reached the node (the role is read again now).
    */
-  replayAfterFailedWrite(error: unknown): Response | undefined {
-    if (isReadonlyDatabaseError(error)) return this.replay()
+  refusedTo(error: unknown): string | undefined {
+    if (error instanceof ReplicaWriteError || isReadonlyDatabaseError(error)) return this.primaryHost()
     if (!isIoError(error)) return undefined
     const role = this.roleNow()
-    return role.kind === 'replica' ? this.replayTo(role.primaryHost) : undefined
+    return role.kind === 'replica' ? role.primaryHost : undefined
+  }
+
+  /** The HTTP answer to a write that failed for the node's role (`refusedTo`): 409 + `fly-replay`, or 503 with no primary. */
+  replayAfterFailedWrite(error: unknown): Response | undefined {
+    const primary = this.refusedTo(error)
+    return primary === undefined ? undefined : this.replayTo(primary)
   }
 
   private replayTo(primary: string | undefined): Response | undefined {

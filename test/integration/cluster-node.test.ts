@@ -428,6 +428,15 @@ describe('a demotion while serving', () => {
       expect(write.status).toBe(409)
       expect(write.headers.get('fly-replay')).toBe('instance=new-primary-machine')
       expect(await write.json()).toEqual({ error: 'replaying on the primary' })
+      // Through MCP: the tool's error names the new primary.
+      const mcp = await server.api('/mcp', {
+        method: 'POST',
+        headers: { accept: 'application/json, text/event-stream' },
+        json: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'create_api_key', arguments: {} } },
+      })
+      const tool = ((await mcp.json()) as { result: { isError?: boolean; content: { text: string }[] } }).result
+      expect(tool.isError).toBe(true)
+      expect(tool.content[0]!.text).toContain('writes go to the primary (new-primary-machine)')
       // The same error on a node that is still the primary is a real failure: 500, logged.
       rmSync(join(litefs, '.primary'))
       server.runtime.repositories.inferenceKeys.insert = () => {

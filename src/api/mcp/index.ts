@@ -87,8 +87,8 @@ async function callTool(deps: AppDeps, actor: Actor, request: JsonRpcRequest, ht
     if (error instanceof ManagementError) return failure(error.message)
     if (error instanceof ReplicaWriteError) return failure(error.message)
     // A read-only database, or LiteFS refusing a write on a node demoted a moment ago.
-    const replay = deps.writer.replayAfterFailedWrite(error)
-    if (replay) return failure(new ReplicaWriteError((replay.headers.get('fly-replay') ?? '').replace(/^instance=/, '')).message)
+    const primary = deps.writer.refusedTo(error)
+    if (primary !== undefined) return failure(new ReplicaWriteError(primary).message)
     deps.logger.error('mcp_tool_failed', { tool: name, error: error instanceof Error ? error.message : String(error) })
     return failure('Internal error while running the tool.')
   }
