@@ -34,12 +34,12 @@
  */
 import { expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
-import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { startMockGateway, type MockGateway } from '../harness/mock-gateway'
 import { startService, tempDir } from '../harness/service-process'
 import { until } from '../harness/until'
+import { twoMounts } from '../harness/litefs-simulation'
 
 const clusterSecret = 'cluster-secret-for-the-limits-test'
 const primaryHost = 'primary-machine-1'
@@ -80,12 +80,7 @@ async function startCluster(limitSyncMs = syncMs): Promise<Cluster> {
       : undefined,
   )
   const root = tempDir()
-  const primaryMount = join(root, 'primary-litefs')
-  const replicaMount = join(root, 'replica-litefs')
-  mkdirSync(primaryMount)
-  mkdirSync(replicaMount)
-  writeFileSync(join(replicaMount, '.primary'), primaryHost)
-  const dbPath = join(primaryMount, 'router.db')
+  const { primaryMount, replicaMount, dbPath } = twoMounts(root, primaryHost)
   // No LiteFS API here (port 1 refuses): `.primary` alone decides the roles.
   const shared = { RT_MASTER_KEY: randomBytes(32).toString('base64'), RT_CLUSTER_SECRET: clusterSecret, RT_GATEWAY_URL_OPENAI: mock.url, RT_LOG_LEVEL: 'warn', RT_LIMIT_SYNC_MS: String(limitSyncMs), RT_LITEFS_API_URL: 'http://127.0.0.1:1' }
   const primary = startService(join(root, 'primary-data'), { ...shared, RT_LITEFS_DIR: primaryMount })

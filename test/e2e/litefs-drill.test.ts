@@ -9,30 +9,14 @@
  * back as a replica, as fly restarts it, and ships what its journal held.
  */
 import { expect, test } from 'bun:test'
-import { Database } from 'bun:sqlite'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { startMockGateway } from '../harness/mock-gateway'
 import { startFakeLiteFs } from '../harness/litefs-api'
 import { startFlyProxy } from '../harness/fly-edge'
+import { owedRows } from '../harness/litefs-simulation'
 import { startService, tempDir, type ServiceProcess } from '../harness/service-process'
-
-/** Rows of the database for these request ids: how many times each id is there. */
-function rowCounts(dbPath: string, ids: readonly string[]): Map<string, number> {
-  const db = new Database(dbPath, { readonly: true })
-  try {
-    const counts = new Map<string, number>()
-    for (let start = 0; start < ids.length; start += 500) {
-      const slice = ids.slice(start, start + 500)
-      const query = db.query<{ id: string; n: number }, string[]>(`select id, count(*) as n from request_logs where id in (${slice.map(() => '?').join(',')}) group by id`)
-      for (const row of query.all(...slice)) counts.set(row.id, row.n)
-    }
-    return counts
-  } finally {
-    db.close()
-  }
-}
 
 test('drill: kill -9 the primary under load, LiteFS promotes a standby; writes back within 2 s, no 500, no row lost or doubled, the last key made before the kill works everywhere', async () => {
   await using mock = await startMockGateway({ models: ['gpt-4o-mini'] })
@@ -92,7 +76,7 @@ test('drill: kill -9 the primary under load, LiteFS promotes a standby; writes b
 
   // The load: inference on every machine through the edge, and key writes that replicas replay.
   let running = true
-  const owedRows: string[] = []
+  const owedRowIds: string[] = []
   const inferenceStatuses = new Map<number, number>()
   const writes: { status: number; sentAt: number; at: number }[] = []
   const count = (into: Map<number, number>, status: number) => into.set(status, (into.get(status) ?? 0) + 1)
@@ -100,7 +84,7 @@ test('drill: kill -9 the primary under load, LiteFS promotes a standby; writes b
     while (running) {
       const answer = await chat(loadKey)
       count(inferenceStatuses, answer.status)
-      if (answer.status === 200) owedRows.push(answer.id!)
+      if (answer.status === 200) owedRowIds.push(answer.id!)
     }
   })
   const writers = Array.from({ length: 2 }, async () => {
@@ -142,14 +126,7 @@ test('drill: kill -9 the primary under load, LiteFS promotes a standby; writes b
   for (let index = 1; index < accepted.length; index++) longestGapMs = Math.max(longestGapMs, accepted[index]! - accepted[index - 1]!)
 
   // Every 200 owes one row in the database, once: the shipped, the spooled, and the killed primary's journal.
-  const deadline = Date.now() + 30_000
-  let counts = rowCounts(dbPath, owedRows)
-  while (counts.size < owedRows.length && Date.now() < deadline) {
-    await Bun.sleep(200)
-    counts = rowCounts(dbPath, owedRows)
-  }
-  const lost = owedRows.filter((id) => !counts.has(id))
-  const doubled = [...counts].filter(([, n]) => n !== 1)
+  const { lost, doubled } = await owedRows(dbPath, owedRowIds, 30_000)
 
   // The key made just before the kill, on every machine (node-1 now a replica).
   const lastKeyAnswers = Object.fromEntries(await Promise.all(names.map(async (name) => [name, (await chat(lastKey.key!, name)).status] as const)))
@@ -166,7 +143,7 @@ test('drill: kill -9 the primary under load, LiteFS promotes a standby; writes b
     [
       `drill: writes unavailable ${unavailableMs.toFixed(0)} ms (from the kill to the answer of the first write sent after it and accepted) (promotion announced ${(promotedAt - killedAt).toFixed(0)} ms after the kill); longest wait between two accepted writes ${longestGapMs.toFixed(0)} ms`,
       `drill: ${accepted.length} writes accepted of ${writes.length}; inference answers ${statuses(inferenceStatuses)}; machines answered ${statuses(edge.statuses)}; ${edge.cut} requests cut by the kill (the proxy's 502)`,
-      `drill: ${owedRows.length} request-log rows owed, ${lost.length} lost, ${doubled.length} doubled; ${journalNote}; the last key before the kill: ${JSON.stringify(lastKeyAnswers)}`,
+      `drill: ${owedRowIds.length} request-log rows owed, ${lost.length} lost, ${doubled.length} doubled; ${journalNote}; the last key before the kill: ${JSON.stringify(lastKeyAnswers)}`,
     ].join('\n'),
   )
   expect(unavailableMs).toBeLessThan(2000)

@@ -6,51 +6,22 @@
  */
 import { expect, test } from 'bun:test'
 import { Database } from 'bun:sqlite'
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { readdirSync, rmSync } from 'node:fs'
 import { readSegment, requestJournalDirectory } from '../../src/storage/request-journal'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { startMockGateway } from '../harness/mock-gateway'
 import { baseEnvironment, repoRoot, startService, tempDir, type ServiceProcess } from '../harness/service-process'
+import { expectRowsOnceEach, twoMounts } from '../harness/litefs-simulation'
 
 const clusterSecret = 'cluster-secret-for-the-test'
 const primaryHost = 'primary-machine-1'
 
-/** Rows of the primary's database for these request ids: how many times each id is there. */
-function rowCounts(dbPath: string, ids: readonly string[]): Map<string, number> {
-  const db = new Database(dbPath, { readonly: true })
-  try {
-    const counts = new Map<string, number>()
-    const query = db.query<{ id: string; n: number }, []>(`select id, count(*) as n from request_logs where id in (${ids.map((id) => `'${id}'`).join(',')}) group by id`)
-    for (const row of query.all()) counts.set(row.id, row.n)
-    return counts
-  } finally {
-    db.close()
-  }
-}
-
-/** Waits until every id has its row on the primary; then each is there exactly once. */
-async function expectRowsOnceEach(dbPath: string, ids: readonly string[], withinMs = 20_000) {
-  const deadline = Date.now() + withinMs
-  let counts = rowCounts(dbPath, ids)
-  while (counts.size < ids.length && Date.now() < deadline) {
-    await Bun.sleep(100)
-    counts = rowCounts(dbPath, ids)
-  }
-  expect(counts.size).toBe(ids.length)
-  expect([...counts.values()].filter((n) => n !== 1)).toEqual([])
-}
-
 test('a primary and a LiteFS replica: reads and inference local, writes replayed, logs shipped once through outages and kill -9, jobs on the primary only, promotion', async () => {
   await using mock = await startMockGateway({ models: ['gpt-4o-mini'] })
   const root = tempDir()
-  const primaryMount = join(root, 'primary-litefs')
-  const replicaMount = join(root, 'replica-litefs')
-  mkdirSync(primaryMount)
-  mkdirSync(replicaMount)
   // The replica's mount says who the primary is; the primary's has no `.primary`.
-  writeFileSync(join(replicaMount, '.primary'), primaryHost)
-  const dbPath = join(primaryMount, 'router.db')
+  const { primaryMount, replicaMount, dbPath } = twoMounts(root, primaryHost)
   // No LiteFS API here (port 1 refuses): `.primary` alone decides the roles.
   const shared = { RT_MASTER_KEY: randomBytes(32).toString('base64'), RT_CLUSTER_SECRET: clusterSecret, RT_GATEWAY_URL_OPENAI: mock.url, RT_LOG_LEVEL: 'warn', RT_LITEFS_API_URL: 'http://127.0.0.1:1' }
 
@@ -122,7 +93,9 @@ test('a primary and a LiteFS replica: reads and inference local, writes replayed
   const keysOnPrimary = ((await (await manage(primaryUrl, 'GET', '/keys')).json()) as { data: unknown[] }).data
   expect(keysOnPrimary).toHaveLength(2)
   // The CLI on the replica: reads work, writes exit 1 naming the primary.
-  const cli = (...args: string[]) => Bun.spawnSync(['bun', 'run', 'src/cli/index.ts', ...args], { cwd: repoRoot, env: { ...baseEnvironment(), ...replicaEnvironment, RT_DATA_DIR: replicaData } })
+  const cliWith = (environment: Record<string, string>, ...args: string[]) =>
+    Bun.spawnSync(['bun', 'run', 'src/cli/index.ts', ...args], { cwd: repoRoot, env: { ...baseEnvironment(), ...replicaEnvironment, RT_DATA_DIR: replicaData, ...environment } })
+  const cli = (...args: string[]) => cliWith({}, ...args)
   const cliRead = cli('key', 'mcp', 'list', '--id', key.id)
   expect([cliRead.exitCode, JSON.parse(cliRead.stdout.toString())]).toEqual([0, { key_id: key.id, servers: [] }])
   const cliWrite = cli('key', 'rotate', '--id', key.id)
@@ -130,10 +103,7 @@ test('a primary and a LiteFS replica: reads and inference local, writes replayed
   expect(cliWrite.stderr.toString()).toContain(`writes go to the primary (${primaryHost})`)
   expect(cliWrite.stderr.toString()).toContain('litefs run -with-halt-lock-on')
   // Under LiteFS's halt lock (here the database file is writable as the lock would make it), RT_LITEFS_HALT_LOCK=1 writes.
-  const halted = Bun.spawnSync(['bun', 'run', 'src/cli/index.ts', 'key', 'limits', '--id', key.id, '--rpm', '100000'], {
-    cwd: repoRoot,
-    env: { ...baseEnvironment(), ...replicaEnvironment, RT_DATA_DIR: replicaData, RT_LITEFS_HALT_LOCK: '1' },
-  })
+  const halted = cliWith({ RT_LITEFS_HALT_LOCK: '1' }, 'key', 'limits', '--id', key.id, '--rpm', '100000')
   expect([halted.exitCode, halted.stderr.toString()]).toEqual([0, ''])
   const limited = ((await (await manage(primaryUrl, 'GET', `/keys/${key.id}`)).json()) as { data: { limits: unknown } }).data
   expect(limited.limits).toEqual({ requests_per_minute: 100000, tokens_per_minute: null, usd_per_day: null, usd_per_month: null })
