@@ -142,9 +142,9 @@ export async function runStages(): Promise<StageResult[]> {
     const limited = authenticate(limitedSnapshot, presentedKey(limitedHeaders, null), caller, Date.now())
     const parsedChat = { model: 'openai/gpt-4o-mini', stream: false, operation: 'chat' as const, upstreamBody: JSON.parse(chatBody) as Record<string, unknown>, siblings: { adRequest: undefined, linkRequest: undefined } }
     let admitted = 0
-    const settleLimited = (context: { limitTicket?: import('../src/pipeline/limits/ledger').LimitTicket }) => {
-      const ticket = context.limitTicket!
-      runtime.limiter.settle(ticket, 380, 0.000126)
+    const settleLimited = (context: import('../src/pipeline/request/context').AuthenticatedContext) => {
+      const ticket = context.limited!.ticket!
+      runtime.limiter.settle(ticket, 380, 126_000)
       // The sync timer's read (once a second in the service, whatever the rate): amortised here.
       if (++admitted % 65536 === 0) return runtime.limiter.sync()
     }
@@ -156,7 +156,7 @@ export async function runStages(): Promise<StageResult[]> {
     limitedContext.requestBody = chatBody
     stage('limits: admit + settle (a key with limits only)', () => {
       const context = limitedContext
-      context.limitTicket = undefined
+      context.limited = undefined
       const refusal = admitLimited(context, deps, limited.key.limits!, parsedChat)
       if (refusal instanceof Promise) return refusal.then(() => settleLimited(context))
       do_not_optimize(refusal)

@@ -117,6 +117,10 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
   const limiter = new KeyLimiter(usage.keyWindows, {
     syncMs: config.limitSyncMs,
     onError: (error) => logger.warn('limit_sync_failed', { error: error instanceof Error ? error.message : String(error) }),
+    onExpired: (tickets) => {
+      metrics.limitTicketsExpired += tickets
+      logger.warn('limit_tickets_expired', { tickets })
+    },
   })
   return {
     config,

@@ -14,6 +14,7 @@ import { jsonResponse as json } from '../http/json-response'
 import { readBodyWithin } from '../http/read-body'
 import { internalLogsPath } from '../cluster/ship-logs'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
+import { withNanoCost } from '../storage/request-journal'
 
 /** A batch is at most 500 rows; a captured body is at most the 10 MB inference limit. */
 const bodyLimit = 64 * 1024 * 1024
@@ -25,12 +26,16 @@ function secretMatches(given: string | undefined, expected: string | undefined):
 }
 
 const textFields = ['keyId', 'gateway', 'providerKeyId', 'model', 'upstreamModel', 'errorCode', 'attemptPath', 'stageTimings', 'clientIp', 'requestBody', 'enrichment'] as const
-const numberFields = ['overheadMs', 'ttfbMs', 'inputTokens', 'outputTokens', 'costUsd'] as const
+const numberFields = ['overheadMs', 'ttfbMs'] as const
+/** Counted in whole units: tokens, and the cost in nano-dollars (CONTRACT §11: money is counted exactly). */
+const countFields = ['inputTokens', 'outputTokens', 'costNanoUsd'] as const
+
+const isCount = (value: unknown) => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
 
 /** The row as the log queue built it, or why not (the index and field named). */
 function checkRow(value: unknown, index: number): RequestLogRow | string {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return `rows[${index}] must be an object`
-  const row = value as Record<string, unknown>
+  let row = value as Record<string, unknown>
   for (const name of ['id', 'workspaceId', 'endpoint'] as const) {
     if (typeof row[name] !== 'string' || row[name] === '') return `rows[${index}].${name} must be a non-empty string`
   }
@@ -44,6 +49,14 @@ function checkRow(value: unknown, index: number): RequestLogRow | string {
   }
   for (const name of numberFields) {
     if (row[name] !== undefined && row[name] !== null && (typeof row[name] !== 'number' || !Number.isFinite(row[name]))) return `rows[${index}].${name} must be a number or null`
+  }
+  // A replica of a build before nano-dollars sends its cost as `costUsd`, in USD: taken as the
+  // nearest whole nano-dollar (as that build's own journal is read), unless the row has both.
+  const usd = row.costUsd
+  if (usd !== undefined && usd !== null && (typeof usd !== 'number' || !Number.isFinite(usd) || usd < 0)) return `rows[${index}].costUsd must be a non-negative number or null`
+  row = withNanoCost(row)
+  for (const name of countFields) {
+    if (row[name] !== undefined && row[name] !== null && !isCount(row[name])) return `rows[${index}].${name} must be a non-negative integer or null`
   }
   if (row.stream !== undefined && typeof row.stream !== 'boolean') return `rows[${index}].stream must be a boolean`
   if (row.attempts !== undefined && (typeof row.attempts !== 'number' || !Number.isInteger(row.attempts))) return `rows[${index}].attempts must be an integer`

@@ -53,7 +53,7 @@ async function reconcile(runtime: Runtime, row: BatchRow, provider: ProviderEntr
       return item.endpoint === row.endpoint && item.model === row.upstreamModel && counts.total === row.requestTotal && created >= row.createdAt - 60
     })
     if (match) {
-      runtime.repositories.batches.confirm(row.id, match.id as string, progressFromUpstream(match, Date.now(), row.requestTotal))
+      runtime.repositories.batches.confirm(row.id, match.id as string, progressFromUpstream(match, Date.now(), row.requestTotal), row.reservedNanoUsd)
       runtime.logger.info('batch_adopted', { batch_id: row.id, upstream_id: match.id })
       return 'adopted'
     }

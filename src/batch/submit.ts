@@ -23,6 +23,12 @@ import { BatchBodyReader, type BatchHead, type BatchItem } from './body-reader'
 import { presentBatch, progressFromUpstream } from './present'
 import { chooseBatchTarget, liveModelLister, plainModelId, type BatchTarget } from './target'
 import { relayUpstreamError } from './upstream-errors'
+import { LimitedRequest } from '../pipeline/limits/admission'
+import { defaultMaxTokens, measurePrompt, needsDefaultBound, outputBound, worstCaseNano } from '../pipeline/limits/worst-case'
+import type { ModelPricing } from '../gateways/model-prices'
+import { spellingFor } from '../gateways/model-catalog'
+import type { Snapshot } from '../pipeline/read-model/snapshot'
+import type { Operation } from '../pipeline/routing/plan-route'
 
 export const batchEndpoints = ['/v1/chat/completions', '/v1/responses', '/v1/messages', '/v1/embeddings'] as const
 export type BatchEndpoint = (typeof batchEndpoints)[number]
@@ -83,13 +89,15 @@ function steer(endpoint: BatchEndpoint, body: Record<string, unknown>, steering:
  * An item as sent upstream: its bytes as they came when nothing changes, else re-serialized with
  * the steering message and, where it names the batch's model, the gateway's spelling of it.
  */
-function outboundItem(item: BatchItem, endpoint: BatchEndpoint, clientModel: string, upstreamModel: string, steering: string | undefined): Uint8Array {
+function outboundItem(item: BatchItem, endpoint: BatchEndpoint, clientModel: string, upstreamModel: string, steering: string | undefined, spend: BatchSpend | undefined): Uint8Array {
   const body = item.value.body as Record<string, unknown>
   const named = typeof body.model === 'string' ? body.model : undefined
   const rename = named !== undefined && named !== upstreamModel && plainModelId(named).toLowerCase() === plainModelId(clientModel).toLowerCase()
   const steered = steering && endpoint !== '/v1/embeddings'
-  if (!rename && !steered) return item.raw
-  let next = rename ? { ...body, model: upstreamModel } : body
+  const bounded = spend?.boundOf(body)
+  if (!rename && !steered && !bounded) return item.raw
+  let next = bounded ?? body
+  if (rename) next = { ...next, model: upstreamModel }
   if (steered) next = steer(endpoint, next, steering)
   return encoder.encode(JSON.stringify({ ...item.value, body: next }))
 }
@@ -107,6 +115,76 @@ async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, idleM
   }
 }
 
+/**
+ * A submit on a key with limits (CONTRACT §11): it counts one request, and with a USD cap each item's
+ * worst case is reserved as the item is read, before it is sent; an item that does not fit aborts the
+ * upload (nothing is created upstream) with 429 key_budget_exhausted. What the items reserved stays
+ * held on the batch's row once the gateway has the batch, until it ends and settles to its reported
+ * cost (storage/repositories/batches.ts).
+ */
+class BatchSpend {
+  private readonly reserved = new WeakSet<BatchItem>()
+  private count = 0
+  private constructor(
+    private readonly deps: InferenceDeps,
+    private readonly limited: LimitedRequest,
+  ) {}
+
+  /** Admits the submit as one request, or throws the refusal; undefined for a key without limits. */
+  static async admit(context: AuthenticatedContext, deps: InferenceDeps): Promise<BatchSpend | undefined> {
+    const limits = context.key.limits
+    if (!limits) return undefined
+    const limited = new LimitedRequest(deps.limiter, limits, 'chat', false)
+    context.limited = limited
+    let admission = deps.limiter.admit(context.key.id, context.key.workspaceId, limits, 0, context.requestId, context.createdAt)
+    if (admission instanceof Promise) admission = await admission
+    context.headers['ratelimit-policy'] = admission.headers['ratelimit-policy']
+    context.headers.ratelimit = admission.headers.ratelimit
+    if (admission.refusal) throw admission.refusal
+    limited.ticket = admission.ticket
+    return limited.usdCap ? new BatchSpend(deps, limited) : undefined
+  }
+
+  private pricing: ModelPricing | undefined
+  private operation: Operation = 'chat'
+
+  /** The target's price for the batch's model (its `:batch` spelling, else the plain one), or the 400 when it lists none. */
+  target(snapshot: Snapshot, target: BatchTarget, endpoint: BatchEndpoint, model: string) {
+    const catalog = snapshot.catalogs.get(target.provider.gateway.id)
+    const plain = catalog ? spellingFor(catalog, plainModelId(target.upstreamModel)) : undefined
+    this.pricing = catalog?.prices.get(target.upstreamModel) ?? (plain === undefined ? undefined : catalog?.prices.get(plain))
+    this.operation = endpoint === '/v1/embeddings' ? 'embeddings' : endpoint === '/v1/responses' ? 'responses' : 'chat'
+    const known = this.pricing?.prompt !== undefined && (this.operation === 'embeddings' || this.pricing.completion !== undefined)
+    if (!known) throw new RouterError('key_budget_unpriced_model', `This key has a spend cap, and ${target.provider.gateway.id} lists no price for ${model}: the batch's cost could not be counted.`, { 'Retry-After': '60' })
+  }
+
+  /** Reserves the worst case of the items not reserved yet (in order), or throws the refusal. */
+  reserve(items: readonly BatchItem[]) {
+    for (const item of items) {
+      if (this.reserved.has(item)) continue
+      const body = item.value.body as Record<string, unknown>
+      const worst = worstCaseNano(this.pricing, measurePrompt(body), outputBound(body, this.operation), this.operation)!
+      const refusal = this.deps.limiter.reserveMore(this.limited.ticket!, this.limited.limits, worst)
+      if (refusal) throw new RouterError(refusal.code, `Item ${this.count + 1} of the batch does not fit: ${refusal.message} Nothing was submitted.`, refusal.extraHeaders)
+      this.reserved.add(item)
+      this.count++
+    }
+  }
+
+  /** The router's own output bound for an item that sets none, where the model lists none (CONTRACT §11). */
+  boundOf(body: Record<string, unknown>): Record<string, unknown> | undefined {
+    if (this.operation === 'embeddings' || !needsDefaultBound(outputBound(body, this.operation), this.pricing)) return undefined
+    return { ...body, [this.operation === 'responses' ? 'max_output_tokens' : 'max_tokens']: defaultMaxTokens }
+  }
+
+  /** The gateway has (or may have) the batch: what its items reserved stays held, on its row (returned, to write there). */
+  hold(): number {
+    const reserved = this.limited.ticket!.reserved
+    this.limited.heldElsewhere = reserved
+    return reserved
+  }
+}
+
 export async function submitBatch(context: AuthenticatedContext, request: Request, deps: InferenceDeps): Promise<Response> {
   const key = context.key
   const snapshot = context.snapshot
@@ -114,6 +192,7 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
   if (!body) throw new RouterError('invalid_json', 'The batch body is not valid JSON: the body is empty.')
   const declared = request.headers.get('content-length')
   if (declared !== null && Number(declared) > batchSubmitLimit) throw new RouterError('request_too_large', 'A batch submit is limited to 100 MB: split larger jobs.')
+  const spend = await BatchSpend.admit(context, deps)
   const reader = body.getReader()
   const parser = new BatchBodyReader()
   const idleMs = deps.config.batchUploadIdleMs
@@ -162,8 +241,10 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     context.providerKeyId = target.provider.id
     context.upstreamModel = target.upstreamModel
     steering = key.steeringMessage ?? context.workspace?.steeringMessage ?? undefined
+    spend?.target(snapshot, target, head.endpoint, head.model)
     // The first item before anything is reserved or sent: an empty or broken start sends nothing.
     while (pending.length === 0 && !clientDone) await readChunk()
+    spend?.reserve(pending)
     const createdAt = Math.floor(Date.now() / 1000)
     const id = issueBatchId({ providerKeyId: target.provider.id, keyId: key.id, createdAt }, deps.sign)
     try {
@@ -196,9 +277,10 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     async pull(controller) {
       try {
         while (pending.length === 0 && !clientDone) await readChunk()
+        spend?.reserve(pending)
         for (const item of pending.splice(0)) {
           if (sent > 0) controller.enqueue(encoder.encode(','))
-          controller.enqueue(outboundItem(item, head.endpoint, head.model, target.upstreamModel, steering))
+          controller.enqueue(outboundItem(item, head.endpoint, head.model, target.upstreamModel, steering, spend))
           sent++
         }
         if (clientDone) {
@@ -246,12 +328,12 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     }
     if (!confirmed) {
       // The gateway took the upload but its answer names no batch: kept for the refresh job to find.
-      deps.repositories.batches.markUnconfirmed(batchId, sent)
+      deps.repositories.batches.markUnconfirmed(batchId, sent, spend?.hold() ?? null)
       throw new RouterError('upstream_timeout', `The gateway ${target.provider.gateway.id} took the batch but its answer named no batch id. It may still exist: check the batch list before resubmitting.`)
     }
     setRoutingHeaders(context, target.provider.gateway.id, [], upstream.headers, target.provider.secret)
     const progress = progressFromUpstream(confirmed, Date.now(), sent)
-    deps.repositories.batches.confirm(batchId, confirmed.id as string, progress)
+    deps.repositories.batches.confirm(batchId, confirmed.id as string, progress, spend?.hold() ?? null)
     const row = deps.repositories.batches.get(batchId)!
     // SPEC: the submit answers 202 with the batch in `validating` (queued, not finished).
     return finishJson(context, deps, 202, presentBatch(row, { status: 'validating' }))
@@ -263,7 +345,7 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
       throw failure
     }
     if (confirmTimedOut) {
-      deps.repositories.batches.markUnconfirmed(batchId, sent)
+      deps.repositories.batches.markUnconfirmed(batchId, sent, spend?.hold() ?? null)
       throw new RouterError('upstream_timeout', `The gateway ${target.provider.gateway.id} received the batch but did not confirm it within ${Math.round(confirmMs / 1000)} s. It may still exist: check the batch list before resubmitting.`)
     }
     if (error instanceof RouterError) throw error
@@ -274,7 +356,7 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     }
     // The connection to the gateway failed. If the whole body went out, the gateway may have it.
     if (uploaded) {
-      deps.repositories.batches.markUnconfirmed(batchId, sent)
+      deps.repositories.batches.markUnconfirmed(batchId, sent, spend?.hold() ?? null)
       throw new RouterError('upstream_timeout', `The connection to ${target.provider.gateway.id} broke after the batch was sent. It may still exist: check the batch list before resubmitting.`)
     }
     deps.repositories.batches.discard(batchId)

@@ -8,6 +8,7 @@ import { Database } from 'bun:sqlite'
 import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import type { RequestLogRow } from '../storage/repositories/request-logs'
+import { withNanoCost } from '../storage/request-journal'
 
 export function spoolPath(dataDir: string): string {
   return join(dataDir, 'spool.db')
@@ -20,9 +21,9 @@ export interface SpooledBatch {
   texts: string[]
 }
 
-/** The rows of a batch. */
+/** The rows of a batch (a row an earlier build spooled with its cost in USD, in nano-dollars). */
 export function spooledRows(batch: SpooledBatch): RequestLogRow[] {
-  return batch.texts.map((text) => JSON.parse(text) as RequestLogRow)
+  return batch.texts.map((text) => withNanoCost(JSON.parse(text) as Record<string, unknown>) as unknown as RequestLogRow)
 }
 
 export class LogSpool {

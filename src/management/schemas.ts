@@ -249,7 +249,10 @@ export const UsageSummaryOutput = Type.Object({
   avgLatency: Type.Number({ description: 'Milliseconds; 0 without requests.' }),
   avgOverhead: Type.Number({ description: "Milliseconds of the router's own time; 0 when no request has it." }),
   models: Type.Integer({ description: 'Distinct models requested.' }),
-  cost_usd: Type.Number({ description: 'USD, the known costs of the requests summed (CONTRACT §11): listed prices of the model on the gateway that answered.' }),
+  cost_usd: Type.Number({
+    description:
+      'USD, the known costs of the requests summed (CONTRACT §11): listed prices of the model on the gateway that answered, counted in whole nano-dollars (1e-9 USD) and shown in USD. 0 when no request was priced: see unpriced_requests.',
+  }),
   unpriced_requests: Type.Integer({ description: 'Requests whose cost is unknown (the model lists no price): not counted in cost_usd, never as $0.' }),
 })
 
@@ -264,8 +267,10 @@ export const UsageSeriesItemOutput = Type.Object({
 export const UsageBreakdownItemOutput = Type.Object({
   name: Type.String({ description: 'A model id or a gateway slug.' }),
   requests: Type.Integer(),
-  cost_usd: Type.Number({ description: "USD, the known costs of this name's requests summed." }),
-  unpriced_requests: Type.Integer({ description: 'Of its requests, those whose cost is unknown.' }),
+  cost_usd: Nullable(
+    Type.Number({ description: "USD, the known costs of this name's requests summed (counted in whole nano-dollars, shown in USD); null when every one of its requests is unpriced (unknown, never $0)." }),
+  ),
+  unpriced_requests: Type.Integer({ description: 'Of its requests, those whose cost is unknown: not counted in cost_usd.' }),
 })
 
 /** SPEC "Account snapshot"; member e-mails never appear. */

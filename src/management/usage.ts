@@ -2,6 +2,7 @@
 import { uuidPattern, type Actor, type ManagementDeps } from './context'
 import { badRequest, messages, notFound } from './errors'
 import type { UsageFilter } from '../storage/repositories/request-logs'
+import { nanoToUsd } from '../storage/money'
 
 export type UsageRange = '24h' | '7d' | '30d'
 const hourMs = 3_600_000
@@ -52,6 +53,14 @@ const round = (value: number | null) => (value === null ? null : Math.round(valu
 /** USD to a billionth of a dollar: per-request costs are often millionths. */
 export const roundUsd = (value: number) => Math.round(value * 1e9) / 1e9
 
+/**
+ * A sum of whole nano-dollars as the API shows it, USD (CONTRACT §11); null when every request it
+ * covers has an unknown cost (an unpriced model): unknown, never $0.
+ */
+function shownCost(nanoUsd: number, requests: number, unpriced: number): number | null {
+  return requests > 0 && unpriced === requests ? null : roundUsd(nanoToUsd(nanoUsd))
+}
+
 export async function usageSummary(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
   const { filter } = buildFilter(deps, actor, query)
   const row = await deps.usage.summary(filter)
@@ -65,7 +74,7 @@ export async function usageSummary(deps: ManagementDeps, actor: Actor, query: Us
     avgOverhead: round(row.avgOverhead) ?? 0,
     models: row.models,
     // Known costs summed; requests whose cost is unknown (an unpriced model) are counted, never priced at $0.
-    cost_usd: roundUsd(row.costUsd),
+    cost_usd: roundUsd(nanoToUsd(row.costNanoUsd)),
     unpriced_requests: row.unpriced,
   }
 }
@@ -90,7 +99,8 @@ export async function usageSeries(deps: ManagementDeps, actor: Actor, query: Usa
 export async function usageBreakdown(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
   if (query.by !== 'model' && query.by !== 'gateway') throw badRequest("Invalid by: expected 'model' or 'gateway'.")
   const { filter } = buildFilter(deps, actor, query)
-  return (await deps.usage.breakdown(filter, query.by, 12)).map((row) => ({ name: row.name, requests: row.requests, cost_usd: roundUsd(row.costUsd), unpriced_requests: row.unpriced }))
+  // A name whose every request is unpriced has an unknown cost: null, as in the dashboard's table.
+  return (await deps.usage.breakdown(filter, query.by, 12)).map((row) => ({ name: row.name, requests: row.requests, cost_usd: shownCost(row.costNanoUsd, row.requests, row.unpriced), unpriced_requests: row.unpriced }))
 }
 
 /**
@@ -100,13 +110,14 @@ export async function usageBreakdown(deps: ManagementDeps, actor: Actor, query: 
  */
 export async function usageCosts(deps: ManagementDeps, actor: Actor, query: UsageQueryInput) {
   const { filter } = buildFilter(deps, actor, query)
-  const rows = (await deps.usage.tokens(filter)).map((row) => ({
+  const groups = await deps.usage.tokens(filter)
+  const rows = groups.map((row) => ({
     model: row.model || null,
     gateway: row.gateway || null,
     requests: row.requests,
     input_tokens: row.inputTokens,
     output_tokens: row.outputTokens,
-    cost_usd: row.unpriced === row.requests && row.requests > 0 ? null : roundUsd(row.costUsd),
+    cost_usd: shownCost(row.costNanoUsd, row.requests, row.unpriced),
     unpriced_requests: row.unpriced,
   }))
   return {
@@ -114,7 +125,8 @@ export async function usageCosts(deps: ManagementDeps, actor: Actor, query: Usag
     totals: {
       input_tokens: rows.reduce((sum, row) => sum + row.input_tokens, 0),
       output_tokens: rows.reduce((sum, row) => sum + row.output_tokens, 0),
-      cost_usd: roundUsd(rows.reduce((sum, row) => sum + (row.cost_usd ?? 0), 0)),
+      // Summed in nano-dollars, then shown: the same number as the usage summary's.
+      cost_usd: roundUsd(nanoToUsd(groups.reduce((sum, row) => sum + row.costNanoUsd, 0))),
       unpriced_requests: rows.reduce((sum, row) => sum + row.unpriced_requests, 0),
     },
   }

@@ -106,6 +106,8 @@ export class Metrics {
   logShipFailures = 0
   logRowsRejected = 0
   spoolDepth: () => number = () => 0
+  /** Settled limit tickets that left a key's ledger without their row showing (pipeline/limits/ledger.ts). */
+  limitTicketsExpired = 0
 
   countRequest(endpoint: string, status: number) {
     this.requests.add(endpoint, status)
@@ -170,6 +172,7 @@ export class Metrics {
     lines.push('# HELP router_log_ship_failures_total Batches the primary did not acknowledge (kept and sent again).', '# TYPE router_log_ship_failures_total counter', `router_log_ship_failures_total ${this.logShipFailures}`)
     lines.push('# HELP router_log_rows_rejected_total Spooled rows the primary refused as malformed, set aside and logged.', '# TYPE router_log_rows_rejected_total counter', `router_log_rows_rejected_total ${this.logRowsRejected}`)
     lines.push('# HELP router_log_spool_rows Rows in the spool waiting for the primary.', '# TYPE router_log_spool_rows gauge', `router_log_spool_rows ${this.spoolDepth()}`)
+    lines.push('# HELP router_limit_tickets_expired_total Settled requests of limited keys that left the ledger because their request-log row did not show within 5 minutes (rows not reaching the database).', '# TYPE router_limit_tickets_expired_total counter', `router_limit_tickets_expired_total ${this.limitTicketsExpired}`)
     const memory = process.memoryUsage()
     lines.push('# HELP process_resident_memory_bytes Resident memory size in bytes.', '# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`)
     return lines.join('\n') + '\n'

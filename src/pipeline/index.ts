@@ -59,6 +59,11 @@ export async function handleInference(request: Request, route: InferenceRoute, d
     context.key = authenticated.key
     context.workspace = authenticated.workspace
     context.envelope = envelopeForShape(authenticated.key.apiShape)
+    // A limited key's ledger is read before its first answer here, so every answer can carry its RateLimit fields.
+    if (authenticated.key.limits) {
+      const loading = deps.limiter.prepare(authenticated.key.id, authenticated.key.workspaceId)
+      if (loading) await loading
+    }
     if (authenticated.graceUntil) context.headers['x-router-key-grace-until'] = authenticated.graceUntil
     if (!route.shapes.includes(authenticated.key.apiShape)) {
       throw new RouterError('wrong_api_shape', `This endpoint is not served for keys of shape '${authenticated.key.apiShape}'.`)

@@ -22,6 +22,10 @@ import m0009 from '../../db/migrations/0009_daffy_outlaw_kid.sql' with { type: '
 import m0010 from '../../db/migrations/0010_wise_whizzer.sql' with { type: 'text' }
 import m0011 from '../../db/migrations/0011_clear_wolf_cub.sql' with { type: 'text' }
 import m0012 from '../../db/migrations/0012_silky_miek.sql' with { type: 'text' }
+import m0013 from '../../db/migrations/0013_certain_ulik.sql' with { type: 'text' }
+import m0014 from '../../db/migrations/0014_cost_nano_usd_copy.sql' with { type: 'text' }
+import m0015 from '../../db/migrations/0015_sad_gamora.sql' with { type: 'text' }
+import m0016 from '../../db/migrations/0016_batch_spend.sql' with { type: 'text' }
 
 /** Each migration's SQL by its journal tag. */
 export const migrationTexts: Readonly<Record<string, string>> = {
@@ -38,6 +42,10 @@ export const migrationTexts: Readonly<Record<string, string>> = {
   '0010_wise_whizzer': m0010,
   '0011_clear_wolf_cub': m0011,
   '0012_silky_miek': m0012,
+  '0013_certain_ulik': m0013,
+  '0014_cost_nano_usd_copy': m0014,
+  '0015_sad_gamora': m0015,
+  '0016_batch_spend': m0016,
 }
 
 /** What drizzle's migrator applies, one entry per journal entry (drizzle-orm/migrator's MigrationMeta). */

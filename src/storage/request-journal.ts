@@ -29,6 +29,7 @@ import { randomBytes } from 'node:crypto'
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import type { RequestLogRow } from './repositories/request-logs'
+import { usdToNano } from './money'
 
 /** The journal's folder in the data directory (outside a LiteFS mount, which holds only the database). */
 export function requestJournalDirectory(dataDir: string): string {
@@ -44,17 +45,18 @@ const openInstances = new Set<string>()
 // Records
 
 /**
- * Record format, version 2, little-endian: `u32 length` (of the whole record, written last), `u8
+ * Record format, version 5, little-endian: `u32 length` (of the whole record, written last), `u8
  * version`, `u32` null flags (bit i: field i is null), then each field that is not null in the
  * request_logs column order (`fields`): a text as `u32 byte length` + UTF-8, a number as `f64`, the
  * stream flag as `u8`. Until the length is written the record reads as the end of the segment.
  */
-const recordVersion = 4
+const recordVersion = 5
 /**
- * Records of earlier versions are still read (a journal left by a previous build): version 3 ends
+ * Records of earlier versions are still read (a journal left by a previous build): version 4 has the
+ * same fields but its last, the cost, in USD (turned into nano-dollars as it is read); version 3 ends
  * before the cost column, version 2 before the enrichment column too. Their missing fields are null.
  */
-const fieldsOfVersion = (version: number) => (version === recordVersion ? fields : version === 3 ? fields.slice(0, -1) : version === 2 ? fields.slice(0, -2) : undefined)
+const fieldsOfVersion = (version: number) => (version === recordVersion || version === 4 ? fields : version === 3 ? fields.slice(0, -1) : version === 2 ? fields.slice(0, -2) : undefined)
 const headerBytes = 9
 /** Texts up to this length are copied by the ASCII loop when they are ASCII. */
 const shortText = 128
@@ -119,8 +121,22 @@ const fields: readonly (readonly [keyof RequestLogRow, Field])[] = [
   ['clientIp', Field.OptionalText],
   ['requestBody', Field.OptionalText],
   ['enrichment', Field.OptionalText],
-  ['costUsd', Field.OptionalNumber],
+  /** Whole nano-dollars (storage/money.ts); a version 4 record holds USD here. */
+  ['costNanoUsd', Field.OptionalNumber],
 ]
+
+/**
+ * A row as JSON from a build before costs were whole nano-dollars (a replica's spool, a batch such a
+ * replica ships): its `costUsd` (USD) becomes `costNanoUsd` to the nearest nano-dollar, as that
+ * build's journal records are read (decodeRecord), unless the row carries a `costNanoUsd`
+ * already. Any other row is returned as it is.
+ */
+export function withNanoCost<Row extends Record<string, unknown>>(row: Row): Row {
+  if (!('costUsd' in row)) return row
+  const { costUsd, ...rest } = row as Record<string, unknown>
+  if (rest.costNanoUsd === undefined || rest.costNanoUsd === null) rest.costNanoUsd = typeof costUsd === 'number' ? usdToNano(costUsd) : null
+  return rest as Row
+}
 
 /** Bytes a record takes at most, for texts of `textUnits` UTF-16 units in all (three bytes each at most). */
 export function recordBound(textUnits: number): number {
@@ -324,6 +340,7 @@ export function decodeRecord(record: Uint8Array): RequestLogRow | undefined {
   }
   if (at !== bytes.length) return undefined
   for (const [name] of fields.slice(readFields.length)) row[name] = null
+  if (bytes[4] === 4 && typeof row.costNanoUsd === 'number') row.costNanoUsd = usdToNano(row.costNanoUsd)
   return row as unknown as RequestLogRow
 }
 

@@ -51,6 +51,8 @@ const limit = 30
 const promptPrice = 0.000001
 const completionPrice = 0.000004
 const costPerRequest = 11 * promptPrice + 7 * completionPrice
+/** The same in whole nano-dollars, as a request-log row records it (cost_nano_usd). */
+const costPerRequestNano = 11 * 1_000 + 7 * 4_000
 
 interface Outcome {
   node: 'primary' | 'replica'
@@ -199,7 +201,7 @@ function expectEachNodeCountedTheOther(outcomes: Outcome[], code: string) {
 async function rowsOf(dbPath: string, outcomes: Outcome[]) {
   const ids = outcomes.map((outcome) => outcome.requestId)
   return until('every row of the run is in the database', () => {
-    const rows = query<{ id: string; status: number; cost_usd: number | null }>(dbPath, `select id, status, cost_usd from request_logs where id in (${ids.map(() => '?').join(',')})`, ...ids)
+    const rows = query<{ id: string; status: number; cost_nano_usd: number | null }>(dbPath, `select id, status, cost_nano_usd from request_logs where id in (${ids.map(() => '?').join(',')})`, ...ids)
     return rows.length === ids.length ? rows : undefined
   }, 10_000)
 }
@@ -269,7 +271,7 @@ test('usd_per_day served by a primary and a replica at once: spend over the cap 
       expect(response.status).toBe(200)
       probes.push({ node, sentAt: 0, doneAt: 0, status: 200, code: undefined, requestId: response.headers.get('x-router-request-id')! })
     }
-    for (const row of await rowsOf(cluster.dbPath, probes)) expect(row.cost_usd).toBeCloseTo(costPerRequest, 12)
+    for (const row of await rowsOf(cluster.dbPath, probes)) expect(row.cost_nano_usd).toBe(costPerRequestNano)
 
     // A cap that one node alone, one request at a time, reaches with its 30th request (29 × cost < cap ≤ 30 × cost).
     const cap = (limit - 0.5) * costPerRequest
@@ -282,7 +284,8 @@ test('usd_per_day served by a primary and a replica at once: spend over the cap 
     expectEachNodeCountedTheOther(outcomes, 'key_budget_exhausted')
     expect(run.allowance).toBeLessThanOrEqual(syncMs / spacingMs + 1)
     const rows = await rowsOf(cluster.dbPath, outcomes)
-    const spent = rows.reduce((sum, row) => sum + (row.cost_usd ?? 0), 0)
+    // USD, from the rows' whole nano-dollars.
+    const spent = rows.reduce((sum, row) => sum + (row.cost_nano_usd ?? 0), 0) / 1e9
     console.log(JSON.stringify({ cap, spent, spentInRequests: spent / costPerRequest, bound: cap + (1 + run.allowance) * costPerRequest }))
     expect(rows.filter((row) => row.status === 200).length).toBe(run.admitted)
     // CONTRACT §11: the cap, overshot by one request (its own admission) and what the other node admitted in one RT_LIMIT_SYNC_MS.

@@ -1,5 +1,6 @@
 /**
- * Request cost (CONTRACT §11 "Cost"): every request-log row's `cost_usd`, computed when the request
+ * Request cost (CONTRACT §11 "Cost"): every request-log row's `cost_nano_usd` (whole nano-dollars,
+ * 1e-9 USD: money is counted exactly; the usage API shows it as `cost_usd`), computed when the request
  * finishes from the catalog prices of the model as sent upstream on the gateway that answered:
  * prompt tokens at `pricing.prompt`, the cached ones among them at `pricing.input_cache_read` when
  * listed (else at the prompt price), completion tokens (reasoning included) at `pricing.completion`;
@@ -47,6 +48,19 @@ interface Tokens {
 function expectedCost(tokens: Tokens, price: Price): number {
   const cached = tokens.cached ?? 0
   return (tokens.prompt - cached) * price.prompt + cached * (price.cacheRead ?? price.prompt) + tokens.completion * price.completion
+}
+
+/** A price per token in whole nano-dollars: every price here is one (checked), so a cost is an exact integer. */
+function nanoPerToken(usd: number): number {
+  const nano = Math.round(usd * 1e9)
+  expect(Math.abs(nano - usd * 1e9)).toBeLessThan(1e-6)
+  return nano
+}
+
+/** The same arithmetic in whole nano-dollars, exact. */
+function expectedNano(tokens: Tokens, price: Price): number {
+  const cached = tokens.cached ?? 0
+  return (tokens.prompt - cached) * nanoPerToken(price.prompt) + cached * nanoPerToken(price.cacheRead ?? price.prompt) + tokens.completion * nanoPerToken(price.completion)
 }
 
 /** A catalog model object as a gateway lists it: prices as strings (OpenAI-style) or numbers (OpenRouter's form). */
@@ -128,7 +142,8 @@ interface CostRow {
   status: number
   gateway: string | null
   upstream_model: string | null
-  cost_usd: number | null
+  /** Whole nano-dollars (1e-9 USD); null when unknown. */
+  cost_nano_usd: number | null
   input_tokens: number | null
   output_tokens: number | null
 }
@@ -140,7 +155,7 @@ async function rowOf(server: TestServer, result: CallResult): Promise<CostRow> {
   for (let attempt = 0; attempt < 100; attempt++) {
     server.runtime.logQueue.flush()
     const row = server.runtime.storage.sqlite
-      .query('select status, gateway, upstream_model, cost_usd, input_tokens, output_tokens from request_logs where id = ?')
+      .query('select status, gateway, upstream_model, cost_nano_usd, input_tokens, output_tokens from request_logs where id = ?')
       .get(requestId) as CostRow | null
     if (row) return row
     await Bun.sleep(10)
@@ -148,12 +163,13 @@ async function rowOf(server: TestServer, result: CallResult): Promise<CostRow> {
   throw new Error(`no request-log row for request ${requestId}`)
 }
 
-/** The row carries the fixture's counts and exactly the cost computed here (to 1e-11 USD; one token is ≥ 1e-7 here). */
+/** The row carries the fixture's counts and exactly the cost computed here, in whole nano-dollars (the USD arithmetic agrees to 1e-11 USD). */
 function expectCost(row: CostRow, tokens: Tokens, price: Price) {
   expect(row.input_tokens).toBe(tokens.prompt)
   expect(row.output_tokens).toBe(tokens.completion)
-  expect(typeof row.cost_usd).toBe('number')
-  expect(row.cost_usd!).toBeCloseTo(expectedCost(tokens, price), 11)
+  expect(Number.isInteger(row.cost_nano_usd)).toBe(true)
+  expect(row.cost_nano_usd).toBe(expectedNano(tokens, price))
+  expect(row.cost_nano_usd! / 1e9).toBeCloseTo(expectedCost(tokens, price), 11)
 }
 
 /** A streamed answer read whole; the stream must have ended with the family's own terminator. */
@@ -221,7 +237,7 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     expect(row.upstream_model).toBe('gpt-5-nano')
     expectCost(row, { prompt: usage.prompt_tokens, completion: usage.completion_tokens }, NANO)
     // 27 × $1e-6 + 267 × $4e-6 (reasoning tokens not added on top, nor left out).
-    expect(row.cost_usd!).toBeCloseTo(0.001095, 11)
+    expect(row.cost_nano_usd).toBe(1_095_000)
   })
 
   test('streamed with include_usage (stream-include-usage-finish-length.sse): the usage-only last chunk is priced', async () => {
@@ -236,7 +252,7 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     expect(row.upstream_model).toBe('gpt-5-nano')
     // 12 prompt tokens, 100 completion tokens, all of them reasoning.
     expectCost(row, { prompt: 12, completion: 100 }, NANO)
-    expect(row.cost_usd!).toBeCloseTo(0.000412, 11)
+    expect(row.cost_nano_usd).toBe(412_000)
   })
 
   test('streamed parallel tool calls through openrouter (stream-tool-calls-parallel-include-usage.sse): prices listed as numbers', async () => {
@@ -264,7 +280,7 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     const row = await rowOf(server, result)
     expectCost(row, { prompt: 27, completion: 267, cached: 20 }, NANO)
     // 7 × $1e-6 + 20 × $1e-7 + 267 × $4e-6: $0.000018 less than with no cache hit.
-    expect(row.cost_usd!).toBeCloseTo(0.001077, 11)
+    expect(row.cost_nano_usd).toBe(1_077_000)
   })
 
   test('cached prompt tokens (streamed, cached_tokens set in memory): split pricing from the usage chunk', async () => {
@@ -275,7 +291,8 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     expectStreamEnded(result, 'data: [DONE]')
     const row = await rowOf(server, result)
     expectCost(row, { prompt: 12, completion: 100, cached: 8 }, NANO)
-    expect(row.cost_usd!).toBeCloseTo(4 * 0.000001 + 8 * 0.0000001 + 100 * 0.000004, 11)
+    // 4 × $1e-6 + 8 × $1e-7 + 100 × $4e-6, in nano-dollars.
+    expect(row.cost_nano_usd).toBe(4 * 1000 + 8 * 100 + 100 * 4000)
   })
 
   test('cached prompt tokens on a model with no cache-read price listed: every prompt token at the prompt price', async () => {
@@ -288,8 +305,8 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     const row = await rowOf(server, result)
     expect(row.upstream_model).toBe('gpt-4o-mini')
     expectCost(row, { prompt: 75, completion: 51, cached: 64 }, MINI)
-    // The same as with no cache hit at all.
-    expect(row.cost_usd!).toBeCloseTo(75 * 0.0000003 + 51 * 0.0000012, 11)
+    // The same as with no cache hit at all: 75 × $3e-7 + 51 × $1.2e-6, in nano-dollars.
+    expect(row.cost_nano_usd).toBe(75 * 300 + 51 * 1200)
   })
 
   test('failover: priced at the catalog of the gateway that answered (openrouter), not the one that failed first (openai)', async () => {
@@ -306,11 +323,11 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     expect(row.gateway).toBe(OPENROUTER)
     expect(row.upstream_model).toBe('openai/gpt-4o-mini')
     expectCost(row, { prompt: 75, completion: 51 }, ROUTER_MINI)
-    // openai lists the same model at other prices: they do not apply.
-    expect(Math.abs(row.cost_usd! - expectedCost({ prompt: 75, completion: 51 }, MINI))).toBeGreaterThan(1e-6)
+    // openai lists the same model at other prices: they do not apply (more than $1e-6 apart).
+    expect(Math.abs(row.cost_nano_usd! - expectedNano({ prompt: 75, completion: 51 }, MINI))).toBeGreaterThan(1000)
   })
 
-  test('an unpriced model (listed without pricing): cost_usd null on the row and counted in unpriced_requests, not as $0', async () => {
+  test('an unpriced model (listed without pricing): cost_nano_usd null on the row and counted in unpriced_requests, not as $0', async () => {
     const key = await createKey(server, env.providers[OPENAI]!)
     const body = recordedText('openai-chat', 'chat-completion-reasoning-tokens.json')
     answerOn(env.mocks[OPENAI]!, '/chat/completions', () => jsonBytes(body))
@@ -321,11 +338,11 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     const unpricedRow = await rowOf(server, unpriced)
     expect(unpricedRow.input_tokens).toBe(27)
     expect(unpricedRow.output_tokens).toBe(267)
-    expect(unpricedRow.cost_usd).toBeNull()
+    expect(unpricedRow.cost_nano_usd).toBeNull()
 
     const priced = await chat(server, key.secret, { model: 'openai/gpt-5-nano' })
     const pricedRow = await rowOf(server, priced)
-    expect(pricedRow.cost_usd!).toBeCloseTo(0.001095, 11)
+    expect(pricedRow.cost_nano_usd).toBe(1_095_000)
 
     const summary = await server.call('GET', `/api/v1/usage/summary?range=24h&api_key_id=${key.id}`)
     expect(summary.status).toBe(200)
@@ -336,7 +353,8 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     const breakdown = await server.call('GET', `/api/v1/usage/breakdown?by=model&range=24h&api_key_id=${key.id}`)
     expect(breakdown.status).toBe(200)
     const byName = new Map((breakdown.body.data as any[]).map((row) => [row.name, row]))
-    expect(byName.get('openai/gpt-4.1-nano')).toMatchObject({ requests: 1, unpriced_requests: 1 })
+    // Every request of that name unpriced: its cost is unknown, null, not $0.
+    expect(byName.get('openai/gpt-4.1-nano')).toMatchObject({ requests: 1, unpriced_requests: 1, cost_usd: null })
     expect(byName.get('openai/gpt-5-nano')).toMatchObject({ requests: 1, unpriced_requests: 0 })
     expect(byName.get('openai/gpt-5-nano').cost_usd).toBeCloseTo(0.001095, 9)
   })
@@ -349,20 +367,20 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     const row = await rowOf(server, result)
     expect(row.gateway).toBe(OPENAI)
     expect(row.input_tokens).toBeNull()
-    expect(row.cost_usd).toBeNull()
+    expect(row.cost_nano_usd).toBeNull()
   })
 
-  test('an upstream error with no usage (error-400-unsupported-parameter.json): cost_usd 0', async () => {
+  test('an upstream error with no usage (error-400-unsupported-parameter.json): cost_nano_usd 0', async () => {
     const body = recordedText('openai-chat', 'error-400-unsupported-parameter.json')
     answerOn(env.mocks[OPENAI]!, '/chat/completions', () => jsonBytes(body, 400))
     const result = await chat(server, openaiKey.secret, { model: 'openai/gpt-5-nano', max_tokens: 10 })
     expect(result.status).toBe(400)
     const row = await rowOf(server, result)
     expect(row.status).toBe(400)
-    expect(row.cost_usd).toBe(0)
+    expect(row.cost_nano_usd).toBe(0)
   })
 
-  test('a stream the upstream ends with an error and no usage (stream-error-midstream-groq.sse, status 200): cost_usd 0, not unknown', async () => {
+  test('a stream the upstream ends with an error and no usage (stream-error-midstream-groq.sse, status 200): cost_nano_usd 0, not unknown', async () => {
     const text = recordedText('openai-chat', 'stream-error-midstream-groq.sse')
     answerOn(env.mocks[OPENAI]!, '/chat/completions', () => sseBytes(text))
     const result = await chat(server, openaiKey.secret, { model: 'openai/gpt-5-nano', stream: true })
@@ -371,10 +389,10 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     expect(row.gateway).toBe(OPENAI)
     expect(row.status).toBe(200)
     expect(row.input_tokens).toBeNull()
-    expect(row.cost_usd).toBe(0)
+    expect(row.cost_nano_usd).toBe(0)
   })
 
-  test('a request refused before any upstream call (400, a body that is not JSON): cost_usd 0', async () => {
+  test('a request refused before any upstream call (400, a body that is not JSON): cost_nano_usd 0', async () => {
     const before = env.mocks[OPENAI]!.requests.length
     const result = await httpCall(server, 'POST', '/v1/chat/completions', '{"model": "openai/gpt-5-nano", "messages": [', bearerHeader(openaiKey.secret))
     expect(result.status).toBe(400)
@@ -382,7 +400,7 @@ describe.skipIf(!haveRecorded)('cost of chat-completions answers (openai, openro
     const row = await rowOf(server, result)
     expect(row.status).toBe(400)
     expect(row.gateway).toBeNull()
-    expect(row.cost_usd).toBe(0)
+    expect(row.cost_nano_usd).toBe(0)
   })
 })
 
@@ -436,7 +454,7 @@ describe.skipIf(!haveRecorded)('cost of Responses answers (openai-responses; ../
     expect(row.upstream_model).toBe('gpt-5-mini')
     expectCost(row, { prompt: usage.input_tokens, completion: usage.output_tokens }, R_GPT5_MINI)
     // 865 × $2.5e-7 + 163 × $1e-6
-    expect(row.cost_usd!).toBeCloseTo(0.00037925, 11)
+    expect(row.cost_nano_usd).toBe(379_250)
   })
 
   test('buffered, /v1/responses client (native): the same arithmetic on the relayed Response', async () => {
@@ -473,7 +491,8 @@ describe.skipIf(!haveRecorded)('cost of Responses answers (openai-responses; ../
     expect(lastResponsesCall().body.model).toBe('gpt-5')
     const row = await rowOf(server, result)
     expectCost(row, { prompt: 53, completion: 469 }, R_GPT5)
-    expect(row.cost_usd!).toBeCloseTo(53 * 0.00000125 + 469 * 0.000005, 11)
+    // 53 × $1.25e-6 + 469 × $5e-6, in nano-dollars.
+    expect(row.cost_nano_usd).toBe(53 * 1250 + 469 * 5000)
   })
 
   test('cached input tokens (input_tokens_details.cached_tokens set in memory), buffered both ways: split at the cache-read price', async () => {
@@ -483,43 +502,44 @@ describe.skipIf(!haveRecorded)('cost of Responses answers (openai-responses; ../
     const body = JSON.stringify(value, null, 2)
     answerOn(env.mocks[RESPONSES]!, '/responses', () => jsonBytes(body))
     const tokens = { prompt: 865, completion: 163, cached: 768 }
-    // 97 × $2.5e-7 + 768 × $2.5e-8 + 163 × $1e-6
-    const literal = 97 * 0.00000025 + 768 * 0.000000025 + 163 * 0.000001
+    // 97 × $2.5e-7 + 768 × $2.5e-8 + 163 × $1e-6, in nano-dollars.
+    const literal = 97 * 250 + 768 * 25 + 163 * 1000
 
     const translated = await chat(server, key.secret, { model: 'openai/gpt-5-mini' })
     expect(translated.status).toBe(200)
     expect(translated.json.usage.prompt_tokens_details.cached_tokens).toBe(768)
     const translatedRow = await rowOf(server, translated)
     expectCost(translatedRow, tokens, R_GPT5_MINI)
-    expect(translatedRow.cost_usd!).toBeCloseTo(literal, 11)
+    expect(translatedRow.cost_nano_usd).toBe(literal)
 
     const native = await responses(server, key.secret, { model: 'openai/gpt-5-mini' })
     expect(native.status).toBe(200)
     const nativeRow = await rowOf(server, native)
     expectCost(nativeRow, tokens, R_GPT5_MINI)
-    expect(nativeRow.cost_usd!).toBeCloseTo(literal, 11)
+    expect(nativeRow.cost_nano_usd).toBe(literal)
   })
 
   test('cached input tokens in a stream (stream-text.sse, cached_tokens set in memory), both ways: split pricing from response.completed', async () => {
     const text = withCachedTokens(recordedText('openai-responses', 'stream-text.sse'), 16)
     answerOn(env.mocks[RESPONSES]!, '/responses', () => sseBytes(text, 41))
     const tokens = { prompt: 22, completion: 6, cached: 16 }
-    const literal = 6 * 0.00000015 + 16 * 0.000000015 + 6 * 0.0000006
+    // 6 × $1.5e-7 + 16 × $1.5e-8 + 6 × $6e-7, in nano-dollars.
+    const literal = 6 * 150 + 16 * 15 + 6 * 600
 
     const native = await responses(server, key.secret, { model: 'openai/gpt-4o-mini', stream: true })
     expectStreamEnded(native, 'response.completed')
     const nativeRow = await rowOf(server, native)
     expectCost(nativeRow, tokens, R_MINI)
-    expect(nativeRow.cost_usd!).toBeCloseTo(literal, 11)
+    expect(nativeRow.cost_nano_usd).toBe(literal)
 
     const translated = await chat(server, key.secret, { model: 'openai/gpt-4o-mini', stream: true, stream_options: { include_usage: true } })
     expectStreamEnded(translated, 'data: [DONE]')
     const translatedRow = await rowOf(server, translated)
     expectCost(translatedRow, tokens, R_MINI)
-    expect(translatedRow.cost_usd!).toBeCloseTo(literal, 11)
+    expect(translatedRow.cost_nano_usd).toBe(literal)
   })
 
-  test('an unpriced Responses-only model: cost_usd null on the row and counted in unpriced_requests', async () => {
+  test('an unpriced Responses-only model: cost_nano_usd null on the row and counted in unpriced_requests', async () => {
     const own = await createKey(server, env.providers[RESPONSES]!)
     const body = recordedText('openai-responses', 'response-reasoning-summary.json')
     answerOn(env.mocks[RESPONSES]!, '/responses', () => jsonBytes(body))
@@ -529,19 +549,19 @@ describe.skipIf(!haveRecorded)('cost of Responses answers (openai-responses; ../
     expect(lastResponsesCall().body.model).toBe('o3-pro')
     const row = await rowOf(server, result)
     expect(row.input_tokens).toBe(865)
-    expect(row.cost_usd).toBeNull()
+    expect(row.cost_nano_usd).toBeNull()
 
     const summary = await server.call('GET', `/api/v1/usage/summary?range=24h&api_key_id=${own.id}`)
     expect(summary.body.data).toMatchObject({ requests: 1, unpriced_requests: 1, cost_usd: 0 })
   })
 
-  test('a /v1/responses request refused before any upstream call (400, no input): cost_usd 0', async () => {
+  test('a /v1/responses request refused before any upstream call (400, no input): cost_nano_usd 0', async () => {
     const before = env.mocks[RESPONSES]!.requests.length
     const result = await httpCall(server, 'POST', '/v1/responses', { model: 'openai/gpt-5-mini' }, bearerHeader(key.secret))
     expect(result.status).toBe(400)
     expect(env.mocks[RESPONSES]!.requests.length).toBe(before)
     const row = await rowOf(server, result)
     expect(row.status).toBe(400)
-    expect(row.cost_usd).toBe(0)
+    expect(row.cost_nano_usd).toBe(0)
   })
 })

@@ -217,7 +217,7 @@ describe('dashboard api', () => {
     await using server = await startTestServer()
     const key = await createInferenceKey(server, { name: 'costed' })
     const now = Date.now()
-    const row = (index: number, model: string, gateway: string, inputTokens: number | null, outputTokens: number | null, costUsd: number | null) => ({
+    const row = (index: number, model: string, gateway: string, inputTokens: number | null, outputTokens: number | null, costNanoUsd: number | null) => ({
       id: `cost-${index}`,
       workspaceId: server.workspaceId,
       keyId: key.id,
@@ -231,12 +231,12 @@ describe('dashboard api', () => {
       attempts: 1,
       inputTokens,
       outputTokens,
-      costUsd,
+      costNanoUsd,
     })
-    // Costs as the requests' finish recorded them (test/integration/cost.test.ts checks that arithmetic).
+    // Costs as the requests' finish recorded them, in whole nano-dollars (test/integration/cost.test.ts checks that arithmetic).
     server.runtime.repositories.requestLogs.insertMany([
-      row(0, 'openai/gpt-4o-mini', 'openai', 1000, 500, 0.002),
-      row(1, 'openai/gpt-4o-mini', 'openai', 3000, 1500, 0.006),
+      row(0, 'openai/gpt-4o-mini', 'openai', 1000, 500, 2_000_000),
+      row(1, 'openai/gpt-4o-mini', 'openai', 3000, 1500, 6_000_000),
       row(2, 'meta-llama/llama-3.1-8b', 'groq', 200, 100, null),
       // A success that reported no tokens: unknown, not $0.
       row(3, 'openai/gpt-4o-mini', 'openai', null, null, null),
@@ -250,14 +250,14 @@ describe('dashboard api', () => {
       { model: 'openai/gpt-4.1', gateway: 'openai', requests: 1, input_tokens: 0, output_tokens: 0, cost_usd: null, unpriced_requests: 1 },
     ])
     expect(answer.body.data.totals).toEqual({ input_tokens: 4200, output_tokens: 2100, cost_usd: 0.008, unpriced_requests: 3 })
-    // The usage summary and breakdown report the same numbers.
+    // The usage summary and breakdown report the same numbers: a name none of whose requests is priced, null (unknown), not $0.
     const summary = await call(server, 'GET', '/api/v1/usage/summary?range=24h', server.managementKey)
     expect(summary.body.data).toMatchObject({ requests: 5, cost_usd: 0.008, unpriced_requests: 3 })
     const byModel = await call(server, 'GET', '/api/v1/usage/breakdown?range=24h&by=model', server.managementKey)
     expect(byModel.body.data).toEqual([
       { name: 'openai/gpt-4o-mini', requests: 3, cost_usd: 0.008, unpriced_requests: 1 },
-      { name: 'meta-llama/llama-3.1-8b', requests: 1, cost_usd: 0, unpriced_requests: 1 },
-      { name: 'openai/gpt-4.1', requests: 1, cost_usd: 0, unpriced_requests: 1 },
+      { name: 'meta-llama/llama-3.1-8b', requests: 1, cost_usd: null, unpriced_requests: 1 },
+      { name: 'openai/gpt-4.1', requests: 1, cost_usd: null, unpriced_requests: 1 },
     ])
     // The key filter and its checks are the usage API's.
     expect((await call(server, 'GET', `/dashboard/api/usage/costs?range=24h&api_key_id=${crypto.randomUUID()}`, server.managementKey)).status).toBe(404)

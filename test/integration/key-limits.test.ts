@@ -13,6 +13,7 @@ import { startGateways, type GatewaysEnv } from '../harness/gateways'
 import { chatChunks, chatCompletion } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
 import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
+import { measurePrompt, outputBound, worstCaseNano } from '../../src/pipeline/limits/worst-case'
 
 const messages = [{ role: 'user', content: 'Hello there' }]
 const chat = (server: TestServer, secret: string, body: Record<string, unknown> = {}): Promise<CallResult> =>
@@ -116,8 +117,8 @@ describe('rate limits', () => {
     expect(env.mocks.openai!.requests.length).toBe(calls)
     // The refusal is logged like any refused request, at no cost.
     server.runtime.logQueue.flush()
-    const row = server.runtime.storage.sqlite.query('select status, error_code, cost_usd, attempts from request_logs where id = ?').get(refused.headers.get('x-router-request-id')!)
-    expect(row).toEqual({ status: 429, error_code: 'key_rate_limited', cost_usd: 0, attempts: 0 })
+    const row = server.runtime.storage.sqlite.query('select status, error_code, cost_nano_usd, attempts from request_logs where id = ?').get(refused.headers.get('x-router-request-id')!)
+    expect(row).toEqual({ status: 429, error_code: 'key_rate_limited', cost_nano_usd: 0, attempts: 0 })
 
     // A messages-shape key gets the Anthropic envelope; the limit state counts the four requests.
     const messagesKey = await limitedKey(env, { requests_per_minute: 1 }, { api_shape: 'messages' })
@@ -160,17 +161,18 @@ describe('rate limits', () => {
 })
 
 describe('spend caps', () => {
-  test('200 concurrent requests against a cap that allows 20 worst cases: 20 let through, the rest 429 key_budget_exhausted; the settled total stays under the cap', async () => {
+  test('200 concurrent requests against a cap that holds exactly 20 worst cases: 20 let through, the rest 429 key_budget_exhausted; the settled total stays under the cap', async () => {
     await using env = await startGateways(['openai'])
     const { server } = env
     await priceCatalog(server)
-    // Worst case of one request: a prompt estimate (the body's characters / 4) at $1/M plus 1,000
-    // max_tokens at $4/M. The cap is 20 of them.
+    // Worst case of one request: its prompt bound (the bytes of what it sends) at $1/M plus 1,000
+    // max_tokens at $4/M, rounded up to a nano-dollar. The cap is exactly 20 of them: a cap admits
+    // settled spend + open reservations + the request's worst case up to the cap, not one more.
     const body = { max_tokens: 1000 }
-    const promptEstimate = Math.ceil(JSON.stringify({ model: 'openai/gpt-4o-mini', messages, ...body }).length / 4)
-    const worst = promptEstimate * 0.000001 + 1000 * 0.000004
-    // Admitted while the day's spend and reservations are under the cap: 19.5 worst cases let 20 through.
-    const key = await limitedKey(env, { usd_per_day: Number((19.5 * worst).toFixed(9)) })
+    const sent = { model: 'openai/gpt-4o-mini', messages, ...body }
+    const worst = worstCaseNano({ prompt: 0.000001, completion: 0.000004 }, measurePrompt(sent), outputBound(sent, 'chat'), 'chat')!
+    expect(worst).toBeGreaterThan(1000 * 4000)
+    const key = await limitedKey(env, { usd_per_day: (20 * worst) / 1e9 })
     // Answers held until all 200 are in, so every admission sees the others' reservations.
     let release!: () => void
     const held = new Promise<void>((resolve) => (release = resolve))
@@ -195,12 +197,12 @@ describe('spend caps', () => {
     }
     expect(env.mocks.openai!.requests.length).toBe(20)
     server.runtime.logQueue.flush()
-    const settled = server.runtime.storage.sqlite.query<{ total: number }, [string]>('select sum(cost_usd) as total from request_logs where key_id = ?').get(key.id)!.total
-    // Each answer: 11 prompt + 7 completion tokens, far below its reservation.
-    expect(settled).toBeCloseTo(20 * (11 * 0.000001 + 7 * 0.000004), 12)
+    const settled = server.runtime.storage.sqlite.query<{ total: number }, [string]>('select sum(cost_nano_usd) as total from request_logs where key_id = ?').get(key.id)!.total
+    // Each answer: 11 prompt + 7 completion tokens, far below its reservation; counted exactly.
+    expect(settled).toBe(20 * (11 * 1000 + 7 * 4000))
     // Settled, the reservations are gone: the state shows what was spent, and the key admits again.
     const state = (await server.call('GET', `/api/v1/keys/${key.id}`)).body.data.limit_state
-    expect(state.usd_today).toBeCloseTo(settled, 9)
+    expect(state.usd_today).toBe(settled / 1e9)
     expect((await chat(server, key.secret, body)).status).toBe(200)
   })
 
@@ -224,12 +226,12 @@ describe('spend caps', () => {
     const limiter = server.runtime.limiter
     const fresh = new (limiter.constructor as new (...args: unknown[]) => typeof limiter)(server.runtime.usage.keyWindows, { syncMs: 1000 })
     const entry = [...server.runtime.snapshots.current().keysByPrefix.values()].flat().find((candidate) => candidate.id === key.id)!
-    const admission = await fresh.admit(key.id, entry.workspaceId, entry.limits!, 0.001, crypto.randomUUID(), Date.now())
+    const admission = await fresh.admit(key.id, entry.workspaceId, entry.limits!, 1_000_000, crypto.randomUUID(), Date.now())
     expect(admission.refusal?.code).toBe('key_budget_exhausted')
     fresh.stop()
   })
 
-  test('a stream settles to its reported usage; a stream the client leaves releases its reservation; a failed-over request costs what served it', async () => {
+  test('a stream settles to its reported usage (asked for upstream, kept from a client that did not ask); a stream the client leaves is charged its reservation; a failed-over request costs what served it', async () => {
     await using env = await startGateways(['openai', 'groq'])
     const { server } = env
     await priceCatalog(server)
@@ -238,15 +240,25 @@ describe('spend caps', () => {
     const key = await limitedKey(env, { usd_per_day: 1 })
     const usdToday = async () => (await server.call('GET', `/api/v1/keys/${key.id}`)).body.data.limit_state.usd_today as number
 
-    // Streamed with usage: 11 prompt + 3 completion tokens.
+    // Streamed with usage: 11 prompt + 3 completion tokens. The router asked for the usage chunk;
+    // the client, which did not, does not get it.
     const streamed = await chat(server, key.secret, { stream: true, max_tokens: 100 })
     expect(streamed.status).toBe(200)
     expect(streamed.headers.get('ratelimit-policy')).toBe('"usd-day";q=1;w=86400')
     expect(streamed.text).toContain('[DONE]')
+    expect(streamed.text).not.toContain('"usage"')
+    expect(env.mocks.openai!.requests.at(-1)!.body!.stream_options).toEqual({ include_usage: true })
     await Bun.sleep(20)
-    expect(await usdToday()).toBeCloseTo(11 * 0.000001 + 3 * 0.000004, 12)
+    expect(await usdToday()).toBe((11 * 1000 + 3 * 4000) / 1e9)
 
-    // A stream the client leaves before usage arrives: nothing reported, so it settles to 0.
+    // A client that asked for usage gets the chunk as the gateway sent it.
+    const asked = await chat(server, key.secret, { stream: true, max_tokens: 100, stream_options: { include_usage: true } })
+    expect(asked.text).toContain('"usage"')
+    await Bun.sleep(20)
+    const beforeLeaving = await usdToday()
+
+    // A stream the client leaves before usage arrives: it had an answer, and nothing was reported, so
+    // it is charged its reservation (CONTRACT §11), not 0.
     env.mocks.openai!.handle((request) => ({ sse: chatChunks(String(request.body?.model), ['a', 'b', 'c', 'd', 'e', 'f']), chunkDelayMs: 100 }))
     const controller = new AbortController()
     const response = await fetch(`${server.rootUrl}/v1/chat/completions`, {
@@ -257,12 +269,21 @@ describe('spend caps', () => {
     })
     const reader = response.body!.getReader()
     await reader.read()
-    // In flight, its worst case (100,000 completion tokens at $4/M = $0.40) is reserved.
-    expect(await usdToday()).toBeGreaterThan(0.4)
+    // In flight, its worst case (100,000 completion tokens at $4/M = $0.40, and its prompt) is reserved.
+    const inFlight = await usdToday()
+    expect(inFlight).toBeGreaterThan(beforeLeaving + 0.4)
     controller.abort()
     await reader.read().catch(() => undefined)
-    for (let attempt = 0; attempt < 50 && (await usdToday()) > 0.01; attempt++) await Bun.sleep(20)
-    expect(await usdToday()).toBeCloseTo(11 * 0.000001 + 3 * 0.000004, 12)
+    const leftId = response.headers.get('x-router-request-id')!
+    let row: { status: number; cost_nano_usd: number } | null = null
+    for (let attempt = 0; attempt < 100 && !row; attempt++) {
+      server.runtime.logQueue.flush()
+      row = server.runtime.storage.sqlite.query<{ status: number; cost_nano_usd: number }, [string]>('select status, cost_nano_usd from request_logs where id = ?').get(leftId)
+      if (!row) await Bun.sleep(20)
+    }
+    expect(row!.status).toBe(499)
+    expect(row!.cost_nano_usd).toBe(Math.round((inFlight - beforeLeaving) * 1e9))
+    expect(await usdToday()).toBe(inFlight)
 
     // groq first (failing 503), openai serves: the cost is openai's.
     const both = await createInferenceKey(server, { routing: { targets: [{ provider_key_id: env.providers.groq }, { provider_key_id: env.providers.openai }] } })
@@ -273,7 +294,7 @@ describe('spend caps', () => {
     expect(failedOver.status).toBe(200)
     expect(failedOver.headers.get('x-router-provider')).toBe('openai')
     const state = (await server.call('GET', `/api/v1/keys/${both.id}`)).body.data.limit_state
-    expect(state.usd_this_month).toBeCloseTo(11 * 0.000001 + 7 * 0.000004, 12)
+    expect(state.usd_this_month).toBe((11 * 1000 + 7 * 4000) / 1e9)
   })
 
   test('an unpriced model on a USD-capped key: 400 key_budget_unpriced_model before any upstream call; a priced target beside an unpriced one is the only one tried', async () => {

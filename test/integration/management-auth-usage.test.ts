@@ -415,27 +415,27 @@ describe('usage', () => {
     const byModel = await server.call('GET', '/api/v1/usage/breakdown?by=model&range=24h')
     expect(byModel.status).toBe(200)
     expect(byModel.body.data).toEqual([
-      { name: 'vendor/a', requests: 5, cost_usd: 0, unpriced_requests: 5 },
-      { name: 'vendor/b', requests: 2, cost_usd: 0, unpriced_requests: 2 },
-      { name: 'vendor/c', requests: 1, cost_usd: 0, unpriced_requests: 1 },
+      { name: 'vendor/a', requests: 5, cost_usd: null, unpriced_requests: 5 },
+      { name: 'vendor/b', requests: 2, cost_usd: null, unpriced_requests: 2 },
+      { name: 'vendor/c', requests: 1, cost_usd: null, unpriced_requests: 1 },
     ])
     const byGateway = await server.call('GET', '/api/v1/usage/breakdown?by=gateway&range=24h')
     expect(byGateway.body.data).toEqual([
-      { name: 'gw-1', requests: 5, cost_usd: 0, unpriced_requests: 5 },
-      { name: 'gw-2', requests: 3, cost_usd: 0, unpriced_requests: 3 },
+      { name: 'gw-1', requests: 5, cost_usd: null, unpriced_requests: 5 },
+      { name: 'gw-2', requests: 3, cost_usd: null, unpriced_requests: 3 },
     ])
     const monthGateways = await server.call('GET', '/api/v1/usage/breakdown?by=gateway&range=30d')
     expect(monthGateways.body.data).toEqual([
-      { name: 'gw-1', requests: 5, cost_usd: 0, unpriced_requests: 5 },
-      { name: 'gw-2', requests: 3, cost_usd: 0, unpriced_requests: 3 },
-      { name: 'gw-3', requests: 2, cost_usd: 0, unpriced_requests: 2 },
-      { name: 'gw-4', requests: 1, cost_usd: 0, unpriced_requests: 1 },
+      { name: 'gw-1', requests: 5, cost_usd: null, unpriced_requests: 5 },
+      { name: 'gw-2', requests: 3, cost_usd: null, unpriced_requests: 3 },
+      { name: 'gw-3', requests: 2, cost_usd: null, unpriced_requests: 2 },
+      { name: 'gw-4', requests: 1, cost_usd: null, unpriced_requests: 1 },
     ])
     const defaultRange = await server.call('GET', '/api/v1/usage/breakdown?by=gateway')
     expect(defaultRange.body.data).toEqual([
-      { name: 'gw-1', requests: 5, cost_usd: 0, unpriced_requests: 5 },
-      { name: 'gw-2', requests: 3, cost_usd: 0, unpriced_requests: 3 },
-      { name: 'gw-3', requests: 2, cost_usd: 0, unpriced_requests: 2 },
+      { name: 'gw-1', requests: 5, cost_usd: null, unpriced_requests: 5 },
+      { name: 'gw-2', requests: 3, cost_usd: null, unpriced_requests: 3 },
+      { name: 'gw-3', requests: 2, cost_usd: null, unpriced_requests: 2 },
     ])
   })
 
@@ -450,13 +450,56 @@ describe('usage', () => {
       }
     }
     server.runtime.repositories.requestLogs.insertMany(rows)
-    // The rows carry no cost: each counted as unpriced, none as $0.
-    const expected = Array.from({ length: 12 }, (_, index) => ({ name: `model-${String(index + 1).padStart(2, '0')}`, requests: 15 - index, cost_usd: 0, unpriced_requests: 15 - index }))
+    // The rows carry no cost: each counted as unpriced, none as $0 (a name none of whose requests is priced: null, unknown).
+    const expected = Array.from({ length: 12 }, (_, index) => ({ name: `model-${String(index + 1).padStart(2, '0')}`, requests: 15 - index, cost_usd: null, unpriced_requests: 15 - index }))
     const byModel = await server.call('GET', '/api/v1/usage/breakdown?by=model')
     expect(byModel.status).toBe(200)
     expect(byModel.body.data).toEqual(expected)
     const byGateway = await server.call('GET', '/api/v1/usage/breakdown?by=gateway&range=24h')
     expect(byGateway.body.data).toEqual(expected.map((item, index) => ({ ...item, name: `gw-${index + 1}` })))
+  })
+
+  test('cost in the breakdown: known costs summed and shown in USD; null where every request of the name is unpriced, 0 where priced requests cost nothing; the summary a number beside unpriced_requests', async () => {
+    await using server = await startTestServer()
+    const now = Date.now() - 60_000
+    const row = (model: string, gateway: string, costNanoUsd: number | null) => logRow(server.workspaceId, { createdAt: now, model, gateway, costNanoUsd })
+    server.runtime.repositories.requestLogs.insertMany([
+      row('vendor/priced', 'gw-1', 1_250_000),
+      row('vendor/priced', 'gw-1', 2_500_000),
+      // One priced (a single nano-dollar), one not.
+      row('vendor/mixed', 'gw-2', 1),
+      row('vendor/mixed', 'gw-2', null),
+      row('vendor/unpriced', 'gw-4', null),
+      row('vendor/unpriced', 'gw-4', null),
+      // Priced, and nothing billed (a request refused before any upstream call).
+      row('vendor/free', 'gw-3', 0),
+    ])
+    const byModel = await server.call('GET', '/api/v1/usage/breakdown?by=model&range=24h')
+    expect(byModel.status).toBe(200)
+    expect(byModel.body.data).toEqual([
+      { name: 'vendor/mixed', requests: 2, cost_usd: 0.000000001, unpriced_requests: 1 },
+      { name: 'vendor/priced', requests: 2, cost_usd: 0.00375, unpriced_requests: 0 },
+      { name: 'vendor/unpriced', requests: 2, cost_usd: null, unpriced_requests: 2 },
+      { name: 'vendor/free', requests: 1, cost_usd: 0, unpriced_requests: 0 },
+    ])
+    const byGateway = await server.call('GET', '/api/v1/usage/breakdown?by=gateway&range=24h')
+    expect(byGateway.body.data).toEqual([
+      { name: 'gw-1', requests: 2, cost_usd: 0.00375, unpriced_requests: 0 },
+      { name: 'gw-2', requests: 2, cost_usd: 0.000000001, unpriced_requests: 1 },
+      { name: 'gw-4', requests: 2, cost_usd: null, unpriced_requests: 2 },
+      { name: 'gw-3', requests: 1, cost_usd: 0, unpriced_requests: 0 },
+    ])
+    // The summary sums the known costs (to the nano-dollar) and counts the unknown ones beside them.
+    const summary = await server.call('GET', '/api/v1/usage/summary?range=24h')
+    expect(summary.body.data).toMatchObject({ requests: 7, cost_usd: 0.003750001, unpriced_requests: 3 })
+    // The same through MCP.
+    const mcp = await fetch(`${server.rootUrl}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${server.managementKey}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_usage_breakdown', arguments: { by: 'gateway', range: '24h' } } }),
+    })
+    const answer = (await mcp.json()) as { result: { content: { text: string }[] } }
+    expect(JSON.parse(answer.result.content[0]!.text)).toEqual(byGateway.body.data)
   })
 
   test('breakdown without a valid `by` gives 400', async () => {
@@ -490,8 +533,8 @@ describe('usage', () => {
 
     const breakdown = await server.call('GET', `/api/v1/usage/breakdown?by=model&range=24h&api_key_id=${keyOne.id}`)
     expect(breakdown.body.data).toEqual([
-      { name: 'vendor/a', requests: 3, cost_usd: 0, unpriced_requests: 3 },
-      { name: 'vendor/b', requests: 1, cost_usd: 0, unpriced_requests: 1 },
+      { name: 'vendor/a', requests: 3, cost_usd: null, unpriced_requests: 3 },
+      { name: 'vendor/b', requests: 1, cost_usd: null, unpriced_requests: 1 },
     ])
   })
 
@@ -530,7 +573,7 @@ describe('usage', () => {
     const summary = await server.call('GET', '/api/v1/usage/summary?range=24h', undefined, other.management_key)
     expect(summary.body.data).toMatchObject({ requests: 1, errors: 0, errorRate: 0, avgLatency: 5, avgOverhead: 5, models: 1 })
     const breakdown = await server.call('GET', '/api/v1/usage/breakdown?by=gateway', undefined, other.management_key)
-    expect(breakdown.body.data).toEqual([{ name: 'gw-foreign', requests: 1, cost_usd: 0, unpriced_requests: 1 }])
+    expect(breakdown.body.data).toEqual([{ name: 'gw-foreign', requests: 1, cost_usd: null, unpriced_requests: 1 }])
   })
 })
 

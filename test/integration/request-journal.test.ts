@@ -110,7 +110,7 @@ function row(values: Partial<RequestLogRow> = {}): RequestLogRow {
     clientIp: null,
     requestBody: null,
     enrichment: null,
-    costUsd: 0.000123,
+    costNanoUsd: 123_000,
     ...values,
   }
 }
@@ -136,9 +136,14 @@ describe('the journal record', () => {
   test('an enrichment record (what a tool loop did) and a cost come back as written; records of the versions before those columns still read', () => {
     const enriched = row({ enrichment: JSON.stringify({ mcp: { rounds: 2, calls: [{ name: 'add', server: 's-1', ms: 3.25, ok: true }] } }) })
     expect(decodeRecord(encodeRecord(enriched))).toEqual(enriched)
+    // Whole nano-dollars come back exactly, up to the largest a number holds exactly.
+    for (const costNanoUsd of [0, 1, 83_700, 9_007_199_254_740_991]) {
+      const costed = row({ costNanoUsd })
+      expect(decodeRecord(encodeRecord(costed))).toEqual(costed)
+    }
     // Version 3 wrote the same fields without the last one (the cost), version 2 without the last two:
     // a record of this version without them, relabelled. The missing fields read as null.
-    const plain = row({ costUsd: null })
+    const plain = row({ costNanoUsd: null })
     for (const version of [3, 2]) {
       const previous = Buffer.from(encodeRecord(plain))
       previous[4] = version
@@ -148,13 +153,42 @@ describe('the journal record', () => {
     const costed = Buffer.from(encodeRecord(row()))
     costed[4] = 3
     expect(decodeRecord(costed)).toBeUndefined()
-    const enrichedAsPrevious = Buffer.from(encodeRecord({ ...enriched, costUsd: null }))
+    const enrichedAsPrevious = Buffer.from(encodeRecord({ ...enriched, costNanoUsd: null }))
     enrichedAsPrevious[4] = 2
     expect(decodeRecord(enrichedAsPrevious)).toBeUndefined()
     // An unknown version is refused.
     const future = Buffer.from(encodeRecord(plain))
     future[4] = 9
     expect(decodeRecord(future)).toBeUndefined()
+  })
+
+  test('a version-4 record (the cost in USD, as a build before nano-dollars wrote it) reads with its cost in whole nano-dollars', () => {
+    // Version 4 wrote the same fields as this version, the last one USD: a record of this version
+    // holding the USD there, relabelled.
+    const written = row()
+    const asVersion4 = (costUsd: number | null) => {
+      const record = Buffer.from(encodeRecord({ ...written, costNanoUsd: costUsd }))
+      record[4] = 4
+      return record
+    }
+    for (const [usd, nano] of [
+      [0.000123, 123_000],
+      // 75 prompt and 51 completion tokens at $0.30 and $1.20 per million: 0.0000837 USD.
+      [75 * 0.0000003 + 51 * 0.0000012, 83_700],
+      [0, 0],
+      [1.5, 1_500_000_000],
+      // Below half a nano-dollar rounds to 0; above it, up to 1.
+      [4e-10, 0],
+      [6e-10, 1],
+    ] as const) {
+      const read = decodeRecord(asVersion4(usd))
+      expect(read).toEqual({ ...written, costNanoUsd: nano })
+      expect(Number.isInteger(read!.costNanoUsd)).toBe(true)
+    }
+    // An unknown cost stays unknown.
+    expect(decodeRecord(asVersion4(null))).toEqual({ ...written, costNanoUsd: null })
+    // This version's cost is read as it is, not as USD.
+    expect(decodeRecord(encodeRecord(row({ costNanoUsd: 2 })))?.costNanoUsd).toBe(2)
   })
 
   test('bytes that are not one whole record of this version are refused', () => {

@@ -2,7 +2,7 @@
  * Usage roll-ups (usage_rollups by hour, usage_daily_rollups by UTC day): kept in the transaction that
  * writes request-log rows, so usage queries read hour and day buckets instead of rows. Whatever the rows, the answers are the ones a query over
  * the rows gives; replayed rows are counted once; rows written before the roll-ups existed are
- * rolled up by their migration.
+ * rolled up by their migration, and costs recorded in USD become whole nano-dollars by theirs.
  */
 import { describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -58,8 +58,8 @@ function rows(count: number, now: number, seed = 7): RequestLogRow[] {
     stageTimings: null,
     inputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
     outputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
-    // Multiples of 1/1024: sums in any order are exact, so the roll-ups' totals compare equal.
-    costUsd: next() < 0.25 ? null : Math.floor(next() * 1000) / 1024,
+    // Whole nano-dollars (up to $1): integer sums are exact in any order, so the roll-ups' totals compare equal.
+    costNanoUsd: next() < 0.25 ? null : Math.floor(next() * 1_000_000_000),
     clientIp: null,
     requestBody: null,
     enrichment: null,
@@ -76,8 +76,8 @@ function fromRows(all: readonly RequestLogRow[], filter: UsageFilter, bucketMs: 
     avgLatency: average(inWindow.map((row) => row.latencyMs)),
     avgOverhead: average(inWindow.filter((row) => row.overheadMs !== null).map((row) => row.overheadMs!)),
     models: new Set(inWindow.filter((row) => row.model !== null).map((row) => row.model)).size,
-    costUsd: inWindow.reduce((sum, row) => sum + (row.costUsd ?? 0), 0),
-    unpriced: inWindow.filter((row) => row.costUsd === null || row.costUsd === undefined).length,
+    costNanoUsd: inWindow.reduce((sum, row) => sum + (row.costNanoUsd ?? 0), 0),
+    unpriced: inWindow.filter((row) => row.costNanoUsd === null || row.costNanoUsd === undefined).length,
   }
   const buckets = new Map<number, RequestLogRow[]>()
   for (const row of inWindow) {
@@ -94,13 +94,13 @@ function fromRows(all: readonly RequestLogRow[], filter: UsageFilter, bucketMs: 
     }))
     .sort((left, right) => left.bucket - right.bucket)
   const breakdown = (by: 'model' | 'gateway') => {
-    const counts = new Map<string, { requests: number; costUsd: number; unpriced: number }>()
+    const counts = new Map<string, { requests: number; costNanoUsd: number; unpriced: number }>()
     for (const row of inWindow) {
       if (row[by] === null) continue
-      const entry = counts.get(row[by]!) ?? { requests: 0, costUsd: 0, unpriced: 0 }
+      const entry = counts.get(row[by]!) ?? { requests: 0, costNanoUsd: 0, unpriced: 0 }
       entry.requests++
-      if (row.costUsd === null || row.costUsd === undefined) entry.unpriced++
-      else entry.costUsd += row.costUsd
+      if (row.costNanoUsd === null || row.costNanoUsd === undefined) entry.unpriced++
+      else entry.costNanoUsd += row.costNanoUsd
       counts.set(row[by]!, entry)
     }
     return [...counts]
@@ -108,15 +108,15 @@ function fromRows(all: readonly RequestLogRow[], filter: UsageFilter, bucketMs: 
       .slice(0, 12)
       .map(([name, sums]) => ({ name, ...sums }))
   }
-  const tokens = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number; costUsd: number; unpriced: number }>()
+  const tokens = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number; costNanoUsd: number; unpriced: number }>()
   for (const row of inWindow) {
     const name = `${row.model ?? ''}\u0000${row.gateway ?? ''}`
-    const entry = tokens.get(name) ?? { model: row.model ?? '', gateway: row.gateway ?? '', requests: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, unpriced: 0 }
+    const entry = tokens.get(name) ?? { model: row.model ?? '', gateway: row.gateway ?? '', requests: 0, inputTokens: 0, outputTokens: 0, costNanoUsd: 0, unpriced: 0 }
     entry.requests++
     entry.inputTokens += row.inputTokens ?? 0
     entry.outputTokens += row.outputTokens ?? 0
-    if (row.costUsd === null || row.costUsd === undefined) entry.unpriced++
-    else entry.costUsd += row.costUsd
+    if (row.costNanoUsd === null || row.costNanoUsd === undefined) entry.unpriced++
+    else entry.costNanoUsd += row.costNanoUsd
     tokens.set(name, entry)
   }
   const byName = (left: { model: string; gateway: string }, right: { model: string; gateway: string }) => `${left.model} ${left.gateway}`.localeCompare(`${right.model} ${right.gateway}`)
@@ -214,7 +214,7 @@ describe('usage roll-ups', () => {
       db.dialect.migrate(migrations.slice(0, rollups), db.session, { migrationsFolder: 'db/migrations' })
       const now = Date.UTC(2026, 10, 23, 9, 30)
       // Written before costs were recorded: each cost unknown.
-      const before = rows(500, now, 5).map((row) => ({ ...row, costUsd: null }))
+      const before = rows(500, now, 5).map((row) => ({ ...row, costNanoUsd: null }))
       const insert = sqlite.prepare(
         'insert into request_logs (id, workspace_id, key_id, created_at, endpoint, gateway, model, status, stream, latency_ms, overhead_ms, attempts, input_tokens, output_tokens) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 1, ?, ?)',
       )
@@ -230,6 +230,82 @@ describe('usage roll-ups', () => {
         const filter = { workspaceId: 'ws-a', sinceMs: Math.floor(now / dayMs) * dayMs - 40 * dayMs }
         expectSameUsage(repositories.requestLogs.summary(filter), fromRows(before, filter, dayMs).summary)
         expect(repositories.requestLogs.breakdown(filter, 'model', 12)).toEqual(fromRows(before, filter, dayMs).byModel)
+      } finally {
+        storage.close()
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+
+  test('costs recorded in USD (rows and roll-ups) become whole nano-dollars by their migration, and the USD columns go', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'router-rollups-'))
+    const path = join(dir, 'router.db')
+    try {
+      // A database at the migration before nano-dollars, written as the build of that time wrote it.
+      const sqlite = new Database(path, { create: true, strict: true })
+      const db = drizzle(sqlite) as unknown as { dialect: { migrate(migrations: unknown[], session: unknown, config: unknown): void }; session: unknown }
+      const migrations = embeddedMigrations()
+      const nano = migrations.findIndex((migration) => migration.sql.join('').includes('ADD `cost_nano_usd`'))
+      expect(nano).toBeGreaterThan(0)
+      db.dialect.migrate(migrations.slice(0, nano), db.session, { migrationsFolder: 'db/migrations' })
+      const now = Date.UTC(2026, 10, 23, 9, 30)
+      // Costs as that build computed them: tokens at $0.30 and $1.20 per million, in USD (a float, not
+      // always the exact decimal); here the same in whole nano-dollars. A quarter unpriced.
+      const written = rows(500, now, 9).map((row, index) => ({ ...row, costNanoUsd: index % 4 === 0 ? null : (row.inputTokens ?? 0) * 300 + (row.outputTokens ?? 0) * 1200 }))
+      const usdOf = (row: RequestLogRow) => (row.costNanoUsd === null || row.costNanoUsd === undefined ? null : (row.inputTokens ?? 0) * 0.0000003 + (row.outputTokens ?? 0) * 0.0000012)
+      const insert = sqlite.prepare(
+        'insert into request_logs (id, workspace_id, key_id, created_at, endpoint, gateway, model, status, stream, latency_ms, overhead_ms, attempts, input_tokens, output_tokens, cost_usd) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 1, ?, ?, ?)',
+      )
+      for (const row of written) {
+        insert.run(row.id, row.workspaceId, row.keyId ?? null, row.createdAt, row.endpoint, row.gateway ?? null, row.model ?? null, row.status, row.latencyMs, row.overheadMs ?? null, row.inputTokens ?? null, row.outputTokens ?? null, usdOf(row))
+      }
+      // Its roll-ups: the rows' sums, the costs summed in USD.
+      for (const [table, start, size] of [
+        ['usage_rollups', 'hour', hourMs],
+        ['usage_daily_rollups', 'day', dayMs],
+      ] as const) {
+        sqlite.run(
+          `insert into ${table} (workspace_id, ${start}, key_id, model, gateway, requests, errors, latency_sum, latency_count, overhead_sum, overhead_count, input_tokens, output_tokens, cost_usd, unpriced)
+           select workspace_id, (created_at / ${size}) * ${size}, coalesce(key_id, ''), coalesce(model, ''), coalesce(gateway, ''), count(*), sum(case when status >= 400 then 1 else 0 end),
+             coalesce(sum(latency_ms), 0), count(latency_ms), coalesce(sum(overhead_ms), 0), count(overhead_ms), coalesce(sum(input_tokens), 0), coalesce(sum(output_tokens), 0),
+             coalesce(sum(cost_usd), 0), sum(case when cost_usd is null then 1 else 0 end)
+           from request_logs group by 1, 2, 3, 4, 5`,
+        )
+      }
+      // Not every USD cost is a whole number of nano-dollars as a float: the migration takes the nearest.
+      expect(written.some((row) => usdOf(row) !== null && !Number.isInteger(usdOf(row)! * 1e9))).toBe(true)
+      sqlite.close()
+
+      const storage = openStorage(path)
+      try {
+        // Each row's cost in whole nano-dollars, an unknown one still null.
+        const stored = new Map(storage.sqlite.query<{ id: string; cost_nano_usd: number | null }, []>('select id, cost_nano_usd from request_logs').all().map((row) => [row.id, row.cost_nano_usd]))
+        expect(stored.size).toBe(written.length)
+        for (const row of written) expect(stored.get(row.id)).toBe(row.costNanoUsd!)
+        for (const table of ['request_logs', 'usage_rollups', 'usage_daily_rollups']) {
+          const columns = storage.sqlite.query<{ name: string; type: string }, []>(`pragma table_info(${table})`).all()
+          expect(columns.map((column) => column.name)).not.toContain('cost_usd')
+          expect(columns.find((column) => column.name === 'cost_nano_usd')?.type.toLowerCase()).toBe('integer')
+        }
+        // Both roll-up tables hold integers, the sums of the rows' nano-dollars.
+        for (const table of ['usage_rollups', 'usage_daily_rollups']) {
+          const total = storage.sqlite.query<{ nano: number; integers: number; buckets: number }, []>(`select sum(cost_nano_usd) as nano, sum(typeof(cost_nano_usd) = 'integer') as integers, count(*) as buckets from ${table}`).get()!
+          expect(total.integers).toBe(total.buckets)
+          expect(total.nano).toBe(written.reduce((sum, row) => sum + (row.costNanoUsd ?? 0), 0))
+        }
+        const repositories = createRepositories(storage)
+        for (const filter of [
+          { workspaceId: 'ws-a', sinceMs: Math.floor(now / dayMs) * dayMs - 40 * dayMs },
+          { workspaceId: 'ws-b', sinceMs: Math.floor(now / hourMs) * hourMs - 3 * dayMs },
+          { workspaceId: 'ws-a', sinceMs: now - 5 * dayMs - 4321, keyIds: ['key-2'] },
+        ]) {
+          const expected = fromRows(written, filter, dayMs)
+          expectSameUsage(repositories.requestLogs.summary(filter), expected.summary)
+          expect(repositories.requestLogs.breakdown(filter, 'model', 12)).toEqual(expected.byModel)
+          expect(repositories.requestLogs.breakdown(filter, 'gateway', 12)).toEqual(expected.byGateway)
+          expect(repositories.requestLogs.tokens(filter).sort(expected.byName)).toEqual(expected.tokens)
+        }
       } finally {
         storage.close()
       }

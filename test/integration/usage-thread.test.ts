@@ -43,8 +43,8 @@ test('GET /usage/summary|series|breakdown and the MCP usage tools answer from th
   expect(series.status).toBe(200)
   expect((series.body.data as { requests: number }[]).reduce((sum, bucket) => sum + bucket.requests, 0)).toBe(5)
   const breakdown = await server.call('GET', '/api/v1/usage/breakdown?by=gateway&range=24h')
-  // Rows written without a cost: each unknown, none counted as $0.
-  expect(breakdown.body.data).toEqual([{ name: 'openai', requests: 5, cost_usd: 0, unpriced_requests: 5 }])
+  // Rows written without a cost: each unknown, none counted as $0, so the name's cost is unknown (null).
+  expect(breakdown.body.data).toEqual([{ name: 'openai', requests: 5, cost_usd: null, unpriced_requests: 5 }])
   // Refusals are still the management rule's, before any query.
   expect((await server.call('GET', '/api/v1/usage/breakdown?by=nothing')).status).toBe(400)
 
@@ -60,5 +60,5 @@ test('GET /usage/summary|series|breakdown and the MCP usage tools answer from th
   const answers = (await mcp.json()) as { id: number; result: { content: { text: string }[]; isError?: boolean } }[]
   expect(answers.map((answer) => answer.id)).toEqual([1, 2])
   expect(JSON.parse(answers[0]!.result.content[0]!.text)).toMatchObject({ requests: 5, errors: 1 })
-  expect(JSON.parse(answers[1]!.result.content[0]!.text)).toEqual([{ name: 'openai/gpt-4o-mini', requests: 5, cost_usd: 0, unpriced_requests: 5 }])
+  expect(JSON.parse(answers[1]!.result.content[0]!.text)).toEqual([{ name: 'openai/gpt-4o-mini', requests: 5, cost_usd: null, unpriced_requests: 5 }])
 })

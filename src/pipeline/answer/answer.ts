@@ -152,6 +152,12 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
     if (dialect.enriched && !pipeline.plain) {
       for (const hook of pipeline.hooks) preference = (await hook.run(context, deps, { model: parsed.model, pinned: parsed.pinnedProviderKeyId !== undefined })) ?? preference
       if (pipeline.stages.length > 0) enrichment = await Enrichment.start(context, deps, parsed, pipeline.stages, request.signal)
+      // The stages' tools make the first round's prompt longer than admission priced: reserved before it is sent.
+      if (enrichment && context.limited) {
+        const grown = enrichment
+        const refusal = context.limited.reserveRound(context.snapshot, (step) => grown.bodyFor(dialect.toUpstream(step, parsed)).body, true)
+        if (refusal) return failWith(context, deps, refusal)
+      }
     }
     const input: RoutedCallInput = {
       operation: parsed.operation,
@@ -217,12 +223,17 @@ export function relayReply(context: AuthenticatedContext, deps: InferenceDeps, r
   }
   const started = result.stream
   return finishStream(context, deps, upstream.status, (ended) =>
-    relayChatStream(started, result.controller, (end) => {
-      // Usage for what was served, from the same records the relay checked.
-      readUsage(started.records.usage, context)
-      if (end.clientClosed) ended(499, 'client_closed')
-      else ended(upstream.status, end.complete ? undefined : 'stream_aborted')
-    }),
+    relayChatStream(
+      started,
+      result.controller,
+      (end) => {
+        // Usage for what was served, from the same records the relay checked.
+        readUsage(started.records.usage, context)
+        if (end.clientClosed) ended(499, 'client_closed')
+        else ended(upstream.status, end.complete ? undefined : 'stream_aborted')
+      },
+      context.limited?.hidesUsage,
+    ),
   )
 }
 
@@ -304,6 +315,11 @@ class Enrichment {
       const hangUp = this.listen(this.clientSignal)
       for (const stage of this.stages) stage.begin?.(hangUp)
     }
+    return this.bodyFor(call)
+  }
+
+  /** The call as `extend` makes it, without telling the stages anything (what a round's reservation is priced on). */
+  bodyFor(call: UpstreamCall): UpstreamCall {
     if (this.tools.length === 0 || call.body === undefined) return call
     const last = this.round >= maxModelRounds
     const body = call.path === '/responses' ? extendResponsesBody(call.body, this.tools, this.finished, last) : extendChatBody(call.body, this.tools, this.finished, last)
@@ -334,8 +350,16 @@ class Enrichment {
     return (this.signal ??= clientSignal ? AbortSignal.any([clientSignal, this.hangUp.signal]) : this.hangUp.signal)
   }
 
-  /** Runs a round's calls in parallel, appends the round, and makes the next model call (a routed call of its own). */
-  async nextRound(text: string, calls: readonly ToolCallRequest[], input: RoutedCallInput): Promise<RunResult> {
+  /**
+   * Runs a round's calls in parallel, appends the round, and makes the next model call (a routed call
+   * of its own). `finished`: the round that made the calls, with the usage it reported; each round's
+   * cost is priced at the target that served it. On a key with a USD cap the next round is reserved
+   * before it is sent: one that does not fit is not sent, and the loop ends with the refusal.
+   */
+  async nextRound(text: string, calls: readonly ToolCallRequest[], input: RoutedCallInput, finished: { step: PlannedAttempt; usage: Usage | undefined }): Promise<RunResult> {
+    const rounds = (this.context.rounds ??= [])
+    if (rounds.length === 0) rounds.push({ step: finished.step, usage: finished.usage })
+    else rounds[rounds.length - 1]!.usage = finished.usage
     const signal = this.listen(input.clientSignal)
     const started = performance.now()
     const results = await Promise.all(calls.map((call) => this.owners.get(call.name)!.runTool!(call, this.deadlineAt, signal)))
@@ -343,7 +367,17 @@ class Enrichment {
     this.finished.push({ text, calls: calls.map((call, index) => ({ id: call.id, name: call.name, arguments: call.arguments, result: results[index]! })) })
     this.round++
     this.record()
-    return runRoutedCall(this.context, this.deps, { ...input, clientSignal: signal })
+    const refusal = this.context.limited?.reserveRound(this.context.snapshot, (step) => this.bodyFor(input.requestFor(step)).body, false)
+    if (refusal) return { kind: 'failed', error: refusal, clientClosed: false, failures: [], attempts: 0, path: [] }
+    const next = await runRoutedCall(this.context, this.deps, { ...input, clientSignal: signal })
+    if (next.kind === 'success') rounds.push({ step: next.step, usage: undefined })
+    return next
+  }
+
+  /** A round of the loop reported its usage (the one in progress; nothing before a second round began). */
+  roundUsage(usage: Usage | undefined) {
+    const rounds = this.context.rounds
+    if (rounds && rounds.length > 0) rounds[rounds.length - 1]!.usage = usage
   }
 
   /** The log row's record of the stages, current after every round. */
@@ -426,10 +460,11 @@ async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect,
     }
     // The rounds' usage so far is what the log keeps even if a later round fails: it was billed.
     setTokens(context, addUsage(addUsage(undefined, before?.usage), reply.usage))
+    enrichment?.roundUsage(reply.usage)
     if (enrichment?.runsCalls(reply.toolCalls)) {
       const round = { ...reply, toolCalls: [] }
       before = before ? mergeRounds(before, round) : round
-      const next = await enrichment.nextRound(reply.text, reply.toolCalls, input)
+      const next = await enrichment.nextRound(reply.text, reply.toolCalls, input, { step: result.step, usage: reply.usage })
       if (next.kind === 'failed') return finishFailedRun(context, deps, next)
       if (next.kind === 'relay') return dialect.errorEnvelope ? dialect.errorEnvelope(context, deps, next, parsed) : relayUpstreamError(context, deps, next)
       result = next
@@ -531,8 +566,8 @@ function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first
   let calls: ToolCallRequest[] = []
 
   /** After a round's finish: true when the next round's parts follow; false when the stream ended (or was left). */
-  const goOn = async (controller: ReadableStreamDefaultController<StreamPart>, made: ToolCallRequest[]): Promise<boolean> => {
-    const next = await loop.nextRound(roundText, made, input)
+  const goOn = async (controller: ReadableStreamDefaultController<StreamPart>, made: ToolCallRequest[], roundUsage: Usage | undefined): Promise<boolean> => {
+    const next = await loop.nextRound(roundText, made, input, { step: current.step, usage: roundUsage })
     if (cancelled || (next.kind === 'failed' && next.clientClosed)) {
       if (next.kind === 'success') next.controller.abort('client-closed')
       if (!cancelled) {
@@ -589,9 +624,10 @@ function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first
           usage = addUsage(usage, part.usage)
           // What the log keeps if a later round fails: the rounds so far were billed.
           setTokens(context, usage)
+          loop.roundUsage(part.usage)
           const made = calls.filter((call) => call !== undefined)
           if (loop.runsCalls(made)) {
-            if (await goOn(controller, made)) continue
+            if (await goOn(controller, made, part.usage)) continue
             return
           }
           const stray = loop.strayCalls(made)

@@ -17,6 +17,7 @@ const jsonType = 'application/json'
 export function finishAnswer(context: RequestContext, deps: InferenceDeps, status: number, body: BodyInit | null, contentType: string, errorCode?: string): Response {
   context.readyAt ??= performance.now()
   context.headers['content-type'] = contentType
+  if (context.key?.limits) limitFields(context, deps)
   // The headers are handed over before the log takes the request's state (RequestContext.finish).
   const response = new Response(body, { status, headers: context.responseHeaders() })
   logRequest(context, deps, status, errorCode)
@@ -37,7 +38,10 @@ export type StreamEnded = (status: number, code: string | undefined) => void
  */
 export function finishStream(context: RequestContext, deps: InferenceDeps, status: number, body: (ended: StreamEnded) => ReadableStream<Uint8Array>): Response {
   const ended = trackStream(context, deps)
+  // From here on the client has an answer: a stream that ends without usage is charged as one (CONTRACT §11).
+  context.answerStarted = true
   const stream = body(ended)
+  if (context.key?.limits) limitFields(context, deps)
   context.headers['content-type'] = 'text/event-stream; charset=utf-8'
   context.headers['cache-control'] = 'no-cache'
   return new Response(stream, { status, headers: context.responseHeaders() })
@@ -71,10 +75,23 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
   }
   if (!context.key) return
   context.finish(status, errorCode)
-  // A limited key's request: its reservation becomes what it used (0 where nothing was reported).
-  const ticket = context.limitTicket
-  if (ticket) deps.limiter.settle(ticket, (context.inputTokens ?? 0) + (context.outputTokens ?? 0), context.costUsd ?? 0)
+  // A limited key's request: its reservation becomes what it was charged (RequestContext.finish).
+  const limited = context.limited
+  if (limited?.ticket) deps.limiter.settle(limited.ticket, (context.inputTokens ?? 0) + (context.outputTokens ?? 0), (context.costNanoUsd ?? 0) + limited.heldElsewhere)
   deps.logQueue.push(context)
+}
+
+/**
+ * The RateLimit fields every answer of a limited key carries (CONTRACT §11), refusals included: the
+ * admission's where the request was admitted or refused there, else the windows as they stand (a
+ * request refused before admission: a bad body, an unpriced model).
+ */
+function limitFields(context: RequestContext, deps: InferenceDeps) {
+  if (context.headers['ratelimit-policy'] !== undefined) return
+  const key = context.key!
+  const fields = deps.limiter.peekHeaders(key.id, key.workspaceId, key.limits!)
+  context.headers['ratelimit-policy'] = fields['ratelimit-policy']
+  context.headers.ratelimit = fields.ratelimit
 }
 
 /** The last-resort answer when answering an error itself failed: a 500 in the chat envelope, logged (no request state to finish). */

@@ -98,7 +98,49 @@ interface DirectSink {
  * upstream ends with one stream_aborted record and the upstream request aborted; a client hang-up
  * aborts the upstream through `controller`. The idle watch is stamped on each chunk.
  */
-export function relayChatStream(upstream: UpstreamBody, controller: AbortController, onEnd: (end: StreamEnd) => void): ReadableStream<Uint8Array> {
+/** A line of a chat stream that is only the usage chunk: `data: {…, "choices": [], "usage": {…}}`. */
+function isUsageOnly(line: string): boolean {
+  if (!line.startsWith('data:') || !line.includes('"usage"')) return false
+  try {
+    const value = JSON.parse(line.slice(5)) as { choices?: unknown; usage?: unknown } | null
+    return typeof value === 'object' && value !== null && Array.isArray(value.choices) && value.choices.length === 0 && typeof value.usage === 'object' && value.usage !== null
+  } catch {
+    return false
+  }
+}
+
+const chunkDecoder = new TextDecoder()
+
+/**
+ * Whole, checked lines without the usage-only chunk (and the blank line ending its record): the
+ * usage the router asked the upstream for on a limited key's stream, which the client did not ask
+ * for (CONTRACT §11). Lines are only looked at in a chunk that names `"usage"`.
+ */
+export function withoutUsageChunk(chunk: Uint8Array): Uint8Array {
+  if (Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength).indexOf(usageKey) === -1) return chunk
+  const text = chunkDecoder.decode(chunk)
+  let kept = ''
+  let removed = false
+  let skipBlank = false
+  for (const match of text.matchAll(/([^\r\n]*)(\r\n|\r|\n|$)/g)) {
+    const [, line, end] = match
+    if (line === '' && end === '') break
+    if (skipBlank && line === '') {
+      skipBlank = false
+      continue
+    }
+    skipBlank = false
+    if (isUsageOnly(line!)) {
+      removed = true
+      skipBlank = true
+      continue
+    }
+    kept += line! + end!
+  }
+  return removed ? encoder.encode(kept) : chunk
+}
+
+export function relayChatStream(upstream: UpstreamBody, controller: AbortController, onEnd: (end: StreamEnd) => void, hideUsage = false): ReadableStream<Uint8Array> {
   const { reader, records, watch } = upstream
   let ended = false
   const finish = (complete: boolean, clientClosed: boolean) => {
@@ -114,7 +156,7 @@ export function relayChatStream(upstream: UpstreamBody, controller: AbortControl
     async pull(sink: DirectSink) {
       let failure: string | undefined
       try {
-        let checked = upstream.checkedHead
+        let checked = hideUsage ? withoutUsageChunk(upstream.checkedHead) : upstream.checkedHead
         for (;;) {
           if (checked.byteLength > 0) {
             sink.write(checked)
@@ -131,12 +173,12 @@ export function relayChatStream(upstream: UpstreamBody, controller: AbortControl
             failure = `The upstream sent ${records.problem}.`
             break
           }
-          checked = next
+          checked = hideUsage ? withoutUsageChunk(next) : next
         }
         if (failure === undefined && !ended) {
           const last = records.end()
           if (last === undefined) failure = `The upstream sent ${records.problem}.`
-          else if (last.byteLength > 0) sink.write(last)
+          else if (last.byteLength > 0) sink.write(hideUsage ? withoutUsageChunk(last) : last)
         }
       } catch {
         if (ended) return

@@ -5,9 +5,11 @@
  * last minute, cost per UTC day this month: every node's rows, as this node's copy has them), read
  * on the read thread, plus this node's own requests the database does not show yet (admitted, in
  * flight, or logged but not yet in this node's copy: on a replica the rows go to the primary and
- * come back through LiteFS). A request is refused when a window is full; otherwise it counts at
- * once: one request, and for USD caps its worst-case cost as a reservation, which its finish
- * replaces with the actual cost and its tokens. The read also looks for the own finished requests'
+ * come back through LiteFS). A request is refused when a window is full, or (USD caps) when the
+ * settled spend, the open reservations and its own worst case would not fit under the cap; otherwise
+ * it counts at once: one request, and for USD caps its worst case as a reservation, kept apart from
+ * spend, which its finish replaces with what it cost and its tokens. Money is whole nano-dollars
+ * (storage/money.ts), so reserving and settling in any order never drifts. The read also looks for the own finished requests'
  * rows by their ids, in the same read transaction as the sums: those found leave the ledger, since
  * the sums hold them now. So nothing is counted twice or missed, whatever the time the rows take to
  * arrive. Limited keys in use are read again every `RT_LIMIT_SYNC_MS`, which is what bounds what
@@ -18,6 +20,7 @@
 import { RouterError } from '../../errors/router-error'
 import type { KeyWindows } from '../../storage/repositories/request-logs'
 import type { KeyLimits } from './key-limits'
+import { nanoToUsd, usdToNano } from '../../storage/money'
 
 const dayMs = 86_400_000
 const windowSeconds = 60
@@ -50,9 +53,14 @@ export interface LimitTicket {
   readonly requestId: string
   /** Its row's `created_at` (the request's start, Unix ms). */
   readonly createdAt: number
+  /** Nano-dollars held for it while it runs: its worst case, grown by later model rounds; 0 once settled. */
+  reserved: number
+  /** What it cost, nano-dollars, once settled. */
+  spent: number
   tokens: number
-  usd: number
   settled: boolean
+  /** When it settled (Date.now()): a settled ticket whose row never shows leaves after a while. */
+  settledAt: number
 }
 
 /** The key object's `limit_state` (CONTRACT §11). */
@@ -63,12 +71,13 @@ export interface LimitState {
   usd_this_month: number
 }
 
-/** The windows' totals at a moment, with what the reset times need. */
+/** The windows' totals at a moment, with what the reset times need; money in nano-dollars. */
 interface Totals {
   requests: number
   tokens: number
-  usdToday: number
-  usdMonth: number
+  /** Settled spend and open reservations of the UTC day and month. */
+  nanoToday: number
+  nanoMonth: number
   /** The oldest second in the window that holds requests (tokens); Infinity when none does. */
   oldestRequests: number
   oldestTokens: number
@@ -76,16 +85,31 @@ interface Totals {
 
 type SecondSums = [requests: number, tokens: number]
 
-/** Reads what the database shows for some of a workspace's keys (the read thread). */
+/** Reads what the database shows for some of a workspace's keys (the read thread); money in nano-dollars. */
 export type KeyWindowsReader = (workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number, own: { ids: string[]; sinceMs: number }) => Promise<{ windows: [string, KeyWindows][]; found: string[] }>
 
+/** Adds `amount` to a day's sum, dropping a sum that comes back to 0 (the maps stay as small as the days in use). */
+function addTo(days: Map<number, number>, day: number, amount: number) {
+  const sum = (days.get(day) ?? 0) + amount
+  if (sum === 0) days.delete(day)
+  else days.set(day, sum)
+}
+
+/**
+ * A key's windows. Money is whole nano-dollars throughout (storage/money.ts), and kept in three
+ * parts: what the database shows (`shownDays`), this node's settled requests it does not show yet
+ * (`ownDays`), and the open reservations of requests still running (`reservedDays`). A reservation
+ * is never mixed into spend: it leaves exactly as it came when its request settles.
+ */
 export class KeyLedger {
   /** From the last read of the database. */
   private shownSeconds = new Map<number, SecondSums>()
   private shownDays = new Map<number, number>()
-  /** This node's requests the last read did not show. */
+  /** This node's settled requests the last read did not show. */
   private ownSeconds = new Map<number, SecondSums>()
   private ownDays = new Map<number, number>()
+  /** Open reservations, by the day their request counts in. */
+  private reservedDays = new Map<number, number>()
   readonly open = new Set<LimitTicket>()
   /** The RateLimit-Policy field of the limits it was last built for (the same until the key's limits change). */
   policy: { limits: KeyLimits; text: string } | undefined
@@ -127,35 +151,55 @@ export class KeyLedger {
     } else this.ownSeconds.set(second, [requests, tokens])
   }
 
-  private addDay(day: number, usd: number) {
-    this.ownDays.set(day, (this.ownDays.get(day) ?? 0) + usd)
-  }
-
-  take(now: number, reserveUsd: number, requestId: string, createdAt: number): LimitTicket {
+  /** Counts a request in and holds `reserve` nano-dollars for it (a whole number, checked by the limiter). */
+  take(reserve: number, requestId: string, createdAt: number): LimitTicket {
     // Counted in the second and day its row will be counted in (its created_at).
     const second = Math.floor(createdAt / 1000)
     const day = createdAt - (createdAt % dayMs)
-    const ticket: LimitTicket = { ledger: this, second, day, requestId, createdAt, tokens: 0, usd: reserveUsd, settled: false }
+    const ticket: LimitTicket = { ledger: this, second, day, requestId, createdAt, reserved: reserve, spent: 0, tokens: 0, settled: false, settledAt: 0 }
     this.addSecond(second, 1, 0)
-    if (reserveUsd !== 0) this.addDay(day, reserveUsd)
+    if (reserve !== 0) addTo(this.reservedDays, day, reserve)
     this.open.add(ticket)
     return ticket
   }
 
-  settle(ticket: LimitTicket, tokens: number, usd: number) {
-    if (ticket.settled) return
-    ticket.settled = true
-    if (tokens !== 0) this.addSecond(ticket.second, 0, tokens)
-    if (usd !== ticket.usd) this.addDay(ticket.day, usd - ticket.usd)
-    ticket.tokens = tokens
-    ticket.usd = usd
+  /** Holds `more` nano-dollars for an open request (a later model round, a side call). */
+  grow(ticket: LimitTicket, more: number) {
+    if (ticket.settled || more === 0) return
+    ticket.reserved += more
+    addTo(this.reservedDays, ticket.day, more)
   }
 
-  /** The ticket's row is in the database's view now: its own share goes. */
-  private forget(ticket: LimitTicket) {
-    this.open.delete(ticket)
+  /** The request ended: its reservation is let go, and what it cost (nano-dollars) and its tokens count instead. */
+  settle(ticket: LimitTicket, tokens: number, spent: number) {
+    if (ticket.settled) return
+    ticket.settled = true
+    ticket.settledAt = Date.now()
+    if (ticket.reserved !== 0) addTo(this.reservedDays, ticket.day, -ticket.reserved)
+    ticket.reserved = 0
+    if (tokens !== 0) this.addSecond(ticket.second, 0, tokens)
+    if (spent !== 0) addTo(this.ownDays, ticket.day, spent)
+    ticket.tokens = tokens
+    ticket.spent = spent
+  }
+
+  /** The ticket's row is in the database's view now (or it waited too long for it): its own share goes. */
+  forget(ticket: LimitTicket) {
+    if (!this.open.delete(ticket)) return
     this.addSecond(ticket.second, -1, -ticket.tokens)
-    if (ticket.usd !== 0) this.addDay(ticket.day, -ticket.usd)
+    if (ticket.spent !== 0) addTo(this.ownDays, ticket.day, -ticket.spent)
+  }
+
+  /** Settled tickets that have waited for their row since before `before` leave (returns how many). */
+  expire(before: number): number {
+    let expired = 0
+    for (const ticket of this.open) {
+      if (ticket.settled && ticket.settledAt < before) {
+        this.forget(ticket)
+        expired++
+      }
+    }
+    return expired
   }
 
   totals(now: number): Totals {
@@ -180,16 +224,25 @@ export class KeyLedger {
     }
     const today = now - (now % dayMs)
     const month = monthStartOf(now)
-    let usdMonth = 0
-    for (const [day, usd] of this.shownDays) if (day >= month) usdMonth += usd
-    for (const [day, usd] of this.ownDays) if (day >= month) usdMonth += usd
-    return { requests, tokens, usdToday: (this.shownDays.get(today) ?? 0) + (this.ownDays.get(today) ?? 0), usdMonth, oldestRequests, oldestTokens }
+    let nanoMonth = 0
+    for (const [day, nano] of this.shownDays) if (day >= month) nanoMonth += nano
+    for (const [day, nano] of this.ownDays) if (day >= month) nanoMonth += nano
+    for (const [day, nano] of this.reservedDays) if (day >= month) nanoMonth += nano
+    const nanoToday = (this.shownDays.get(today) ?? 0) + (this.ownDays.get(today) ?? 0) + (this.reservedDays.get(today) ?? 0)
+    return { requests, tokens, nanoToday, nanoMonth, oldestRequests, oldestTokens }
   }
 
-  /** The windows' totals as the key object's `limit_state` shows them. */
+  /** The open reservations in all (nano-dollars): what the ledger holds for requests still running. */
+  reservedTotal(): number {
+    let total = 0
+    for (const nano of this.reservedDays.values()) total += nano
+    return total
+  }
+
+  /** The windows' totals as the key object's `limit_state` shows them (USD). */
   state(now: number): LimitState {
     const totals = this.totals(now)
-    return { requests_last_minute: totals.requests, tokens_last_minute: totals.tokens, usd_today: totals.usdToday, usd_this_month: totals.usdMonth }
+    return { requests_last_minute: totals.requests, tokens_last_minute: totals.tokens, usd_today: nanoToUsd(totals.nanoToday), usd_this_month: nanoToUsd(totals.nanoMonth) }
   }
 
   /**
@@ -219,10 +272,16 @@ export function shownState(keyId: string, workspaceId: string, windows: KeyWindo
   return ledger.state(now)
 }
 
-/** The headers every answer of a limited key carries, and a refusal when a window is full. */
+/** The headers every answer of a limited key carries. */
+export interface LimitHeaders {
+  'ratelimit-policy': string
+  ratelimit: string
+}
+
+/** The headers every answer of a limited key carries, and a refusal when a window is full or the request does not fit. */
 export interface Admission {
   ticket: LimitTicket | undefined
-  headers: { 'ratelimit-policy': string; ratelimit: string }
+  headers: LimitHeaders
   refusal: RouterError | undefined
 }
 
@@ -232,13 +291,23 @@ function decimal(value: number, down = false): string {
   return String(Math.max(0, scaled) / 1000)
 }
 
+/** USD for a message: cents, or enough digits to show a small amount. */
+function dollars(nano: number): string {
+  const usd = nano / 1e9
+  return usd >= 0.01 || usd === 0 ? `$${usd.toFixed(2)}` : `$${usd.toPrecision(2)}`
+}
+
 interface Window {
   name: 'rpm' | 'tpm' | 'usd-day' | 'usd-month'
+  /** The limit: requests, tokens, or nano-dollars. */
   limit: number
   used: number
   windowSeconds: number
   resetSeconds: number
 }
+
+/** How long a settled ticket waits for its row before it leaves the ledger anyway (CONTRACT §11: bounded memory). */
+export const ticketRowWaitMs = 5 * 60_000
 
 export class KeyLimiter {
   private readonly ledgers = new Map<string, KeyLedger>()
@@ -247,7 +316,7 @@ export class KeyLimiter {
 
   constructor(
     private readonly read: KeyWindowsReader,
-    private readonly options: { syncMs: number; onError?: (error: unknown) => void },
+    private readonly options: { syncMs: number; onError?: (error: unknown) => void; onExpired?: (tickets: number) => void; rowWaitMs?: number },
   ) {}
 
   private ledger(keyId: string, workspaceId: string): KeyLedger {
@@ -281,49 +350,90 @@ export class KeyLimiter {
   }
 
   /**
-   * Admits a request of a limited key, or says which window is full. `reserveUsd`: its worst-case
-   * cost (0 when it has none, or the key has no USD cap). Awaits the first read of the key's ledger.
+   * Makes sure a limited key's ledger has been read (the first request of a key on this node waits
+   * for it; the others find it read): a promise only while it has not been.
    */
-  admit(keyId: string, workspaceId: string, limits: KeyLimits, reserveUsd: number, requestId: string, createdAt: number): Admission | Promise<Admission> {
+  prepare(keyId: string, workspaceId: string): Promise<void> | undefined {
     // The reads again start with the first limited key's first request: a node without any never reads.
     if (!this.timer) this.start()
     const ledger = this.ledger(keyId, workspaceId)
-    const loading = this.ready(ledger)
-    // Synchronous once the ledger has been read: no promise on a limited key's every request.
-    return loading ? loading.then(() => this.decide(ledger, limits, reserveUsd, requestId, createdAt)) : this.decide(ledger, limits, reserveUsd, requestId, createdAt)
+    ledger.usedAt = Date.now()
+    return this.ready(ledger)
   }
 
-  private decide(ledger: KeyLedger, limits: KeyLimits, reserveUsd: number, requestId: string, createdAt: number): Admission {
+  /**
+   * Admits a request of a limited key, or says why not. `worst`: its worst-case cost in nano-dollars
+   * (0 when the key has no USD cap); a worst case that is not a whole number of nano-dollars a plain
+   * number holds exactly (a request asking for more than any cap) is refused, never added. Awaits
+   * the first read of the key's ledger.
+   */
+  admit(keyId: string, workspaceId: string, limits: KeyLimits, worst: number, requestId: string, createdAt: number): Admission | Promise<Admission> {
+    const loading = this.prepare(keyId, workspaceId)
+    const ledger = this.ledgers.get(keyId)!
+    // Synchronous once the ledger has been read: no promise on a limited key's every request.
+    return loading ? loading.then(() => this.decide(ledger, limits, worst, requestId, createdAt)) : this.decide(ledger, limits, worst, requestId, createdAt)
+  }
+
+  private decide(ledger: KeyLedger, limits: KeyLimits, worst: number, requestId: string, createdAt: number): Admission {
     const now = Date.now()
     ledger.usedAt = now
     const totals = ledger.totals(now)
-    const windows = this.windows(ledger, limits, totals, now)
-    const full = windows.find((window) => window.used >= window.limit)
-    if (full) {
-      const retryAfter = full.name === 'rpm' ? ledger.secondsUntilFreed(now, 0, full.used - full.limit + 1) : full.name === 'tpm' ? ledger.secondsUntilFreed(now, 1, full.used - full.limit + 1) : full.resetSeconds
-      const code = full.name === 'rpm' || full.name === 'tpm' ? 'key_rate_limited' : 'key_budget_exhausted'
-      const message =
-        full.name === 'rpm'
-          ? `This key's limit of ${full.limit} requests per minute is reached.`
-          : full.name === 'tpm'
-            ? `This key's limit of ${full.limit} tokens per minute is reached.`
-            : full.name === 'usd-day'
-              ? `This key's spend cap of $${full.limit} per UTC day is reached.`
-              : `This key's spend cap of $${full.limit} per UTC month is reached.`
-      return { ticket: undefined, headers: this.headers(ledger, limits, windows), refusal: new RouterError(code, message, { 'Retry-After': String(retryAfter) }) }
-    }
-    const ticket = ledger.take(now, reserveUsd, requestId, createdAt)
+    const windows = this.windows(limits, totals, now)
+    const refusal = this.refusal(ledger, windows, worst, now, true)
+    if (refusal) return { ticket: undefined, headers: this.headers(ledger, limits, windows), refusal }
+    const ticket = ledger.take(worst, requestId, createdAt)
     // The headers count this request (and its reservation) in.
     for (const window of windows) {
       if (window.name === 'rpm') {
         window.used += 1
         if (window.resetSeconds === 0) window.resetSeconds = windowSeconds
-      } else if (window.name === 'usd-day' || window.name === 'usd-month') window.used += reserveUsd
+      } else if (window.name === 'usd-day' || window.name === 'usd-month') window.used += worst
     }
     return { ticket, headers: this.headers(ledger, limits, windows), refusal: undefined }
   }
 
-  private windows(ledger: KeyLedger, limits: KeyLimits, totals: Totals, now: number): Window[] {
+  /**
+   * Why a request (`counts`: one more request) or a further reservation of `worst` nano-dollars is
+   * refused: a full minute window, or a USD window whose settled spend and open reservations leave
+   * less than `worst` (a cap of $1 takes exactly $1, no more).
+   */
+  private refusal(ledger: KeyLedger, windows: readonly Window[], worst: number, now: number, counts: boolean): RouterError | undefined {
+    const countable = Number.isSafeInteger(worst) && worst >= 0
+    for (const window of windows) {
+      if (window.name === 'rpm' || window.name === 'tpm') {
+        if (!counts || window.used < window.limit) continue
+        const retryAfter = ledger.secondsUntilFreed(now, window.name === 'rpm' ? 0 : 1, window.used - window.limit + 1)
+        const message = window.name === 'rpm' ? `This key's limit of ${window.limit} requests per minute is reached.` : `This key's limit of ${window.limit} tokens per minute is reached.`
+        return new RouterError('key_rate_limited', message, { 'Retry-After': String(retryAfter) })
+      }
+      // A full window refuses even a request that costs nothing; otherwise the request must fit whole.
+      if (countable && window.used < window.limit && window.used + worst <= window.limit) continue
+      const cap = `${dollars(window.limit)} per UTC ${window.name === 'usd-day' ? 'day' : 'month'}`
+      const message = !countable
+        ? `This request's worst-case cost is beyond what a spend cap can count (its output-token bound is too large): this key's spend cap is ${cap}.`
+        : window.used >= window.limit
+          ? `This key's spend cap of ${cap} is reached.`
+          : `This request's worst-case cost (${dollars(worst)}) does not fit under this key's spend cap of ${cap}: ${dollars(window.limit - window.used)} is left, counting requests still running. Ask for fewer output tokens (max_tokens) or retry later.`
+      return new RouterError('key_budget_exhausted', message, { 'Retry-After': String(window.resetSeconds) })
+    }
+    return undefined
+  }
+
+  /**
+   * Holds `more` nano-dollars for an admitted request that has not settled (a later model round of a
+   * tool loop, the decisioner's call), when the USD windows still fit it; else the refusal.
+   */
+  reserveMore(ticket: LimitTicket, limits: KeyLimits, more: number): RouterError | undefined {
+    if (more === 0) return undefined
+    const ledger = ticket.ledger
+    const now = Date.now()
+    const refusal = this.refusal(ledger, this.windows(limits, ledger.totals(now), now), more, now, false)
+    if (refusal) return refusal
+    ledger.grow(ticket, more)
+    return undefined
+  }
+
+  private windows(limits: KeyLimits, totals: Totals, now: number): Window[] {
     const windows: Window[] = []
     // Until the oldest second that holds any leaves the window (0 when none does).
     const nowSecond = Math.floor(now / 1000)
@@ -331,21 +441,21 @@ export class KeyLimiter {
     if (limits.requestsPerMinute !== null) windows.push({ name: 'rpm', limit: limits.requestsPerMinute, used: totals.requests, windowSeconds: 60, resetSeconds: minuteReset(totals.oldestRequests) })
     if (limits.tokensPerMinute !== null) windows.push({ name: 'tpm', limit: limits.tokensPerMinute, used: totals.tokens, windowSeconds: 60, resetSeconds: minuteReset(totals.oldestTokens) })
     if (limits.usdPerDay !== null) {
-      windows.push({ name: 'usd-day', limit: limits.usdPerDay, used: totals.usdToday, windowSeconds: 86_400, resetSeconds: Math.ceil((now - (now % dayMs) + dayMs - now) / 1000) })
+      windows.push({ name: 'usd-day', limit: usdToNano(limits.usdPerDay), used: totals.nanoToday, windowSeconds: 86_400, resetSeconds: Math.ceil((now - (now % dayMs) + dayMs - now) / 1000) })
     }
     if (limits.usdPerMonth !== null) {
       const month = monthStartOf(now)
       const next = nextMonthStartOf(now)
-      windows.push({ name: 'usd-month', limit: limits.usdPerMonth, used: totals.usdMonth, windowSeconds: (next - month) / 1000, resetSeconds: Math.ceil((next - now) / 1000) })
+      windows.push({ name: 'usd-month', limit: usdToNano(limits.usdPerMonth), used: totals.nanoMonth, windowSeconds: (next - month) / 1000, resetSeconds: Math.ceil((next - now) / 1000) })
     }
     return windows
   }
 
   /** IETF RateLimit fields: every limit set, and the one with the least room left. */
-  private headers(ledger: KeyLedger, limits: KeyLimits, windows: Window[]): Admission['headers'] {
+  private headers(ledger: KeyLedger, limits: KeyLimits, windows: Window[]): LimitHeaders {
     // The month's window length changes with the month: the field is built again when it does.
     let policy = ledger.policy?.limits === limits ? ledger.policy.text : undefined
-    const text = () => windows.map((window) => `"${window.name}";q=${window.name.startsWith('usd') ? decimal(window.limit) : window.limit};w=${window.windowSeconds}`).join(', ')
+    const text = () => windows.map((window) => `"${window.name}";q=${window.name.startsWith('usd') ? decimal(nanoToUsd(window.limit)) : window.limit};w=${window.windowSeconds}`).join(', ')
     if (policy === undefined || limits.usdPerMonth !== null) {
       policy = text()
       ledger.policy = { limits, text: policy }
@@ -353,13 +463,24 @@ export class KeyLimiter {
     let tightest = windows[0]!
     for (const window of windows) if ((window.limit - window.used) / window.limit < (tightest.limit - tightest.used) / tightest.limit) tightest = window
     const left = Math.max(0, tightest.limit - tightest.used)
-    const remaining = tightest.name.startsWith('usd') ? decimal(left, true) : String(Math.floor(left))
+    const remaining = tightest.name.startsWith('usd') ? decimal(nanoToUsd(left), true) : String(Math.floor(left))
     return { 'ratelimit-policy': policy, ratelimit: `"${tightest.name}";r=${remaining};t=${tightest.resetSeconds}` }
   }
 
-  /** The request finished: its tokens and actual cost (0 when none was reported) replace its reservation. */
-  settle(ticket: LimitTicket, tokens: number, usd: number) {
-    ticket.ledger.settle(ticket, tokens, usd)
+  /**
+   * The RateLimit fields of an answer that took no ticket (a request refused before admission, a
+   * model list): the windows as they stand. Synchronous: the key's ledger was prepared when the
+   * request was authenticated (until its first read ends, it counts only this node's own requests).
+   */
+  peekHeaders(keyId: string, workspaceId: string, limits: KeyLimits): LimitHeaders {
+    const ledger = this.ledger(keyId, workspaceId)
+    const now = Date.now()
+    return this.headers(ledger, limits, this.windows(limits, ledger.totals(now), now))
+  }
+
+  /** The request finished: its tokens and what it cost (nano-dollars) replace its reservation. */
+  settle(ticket: LimitTicket, tokens: number, spent: number) {
+    ticket.ledger.settle(ticket, tokens, spent)
   }
 
   /** The key object's `limit_state`: what admission counts now; undefined for a key this node keeps no ledger of. */
@@ -376,7 +497,9 @@ export class KeyLimiter {
   /**
    * Reads the database's view again for the ledgers in use. A ledger idle for two minutes with nothing
    * of its own left is dropped (its key's next request reads it afresh), so a key whose limits were
-   * removed, whose requests no longer come here, stops being read.
+   * removed, whose requests no longer come here, stops being read. A settled ticket whose row has not
+   * shown within `rowWaitMs` (a replica whose rows cannot reach the primary) leaves, so the ledger's
+   * memory stays bounded whatever happens to the rows; the metric counts them.
    */
   async sync(): Promise<void> {
     if (this.syncing) return
@@ -384,7 +507,9 @@ export class KeyLimiter {
     try {
       const now = Date.now()
       const byWorkspace = new Map<string, KeyLedger[]>()
+      let expired = 0
       for (const [keyId, ledger] of this.ledgers) {
+        expired += ledger.expire(now - (this.options.rowWaitMs ?? ticketRowWaitMs))
         if (ledger.open.size === 0 && now - ledger.usedAt > 120_000) {
           this.ledgers.delete(keyId)
           continue
@@ -394,6 +519,7 @@ export class KeyLimiter {
         if (list) list.push(ledger)
         else byWorkspace.set(ledger.workspaceId, [ledger])
       }
+      if (expired > 0) this.options.onExpired?.(expired)
       for (const [workspaceId, ledgers] of byWorkspace) await this.readShown(workspaceId, ledgers)
     } catch (error) {
       this.options.onError?.(error)

@@ -4,28 +4,51 @@ import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/snapshot'
 import type { RequestLogRow } from '../../storage/repositories/request-logs'
 import { stageTimingsText, type RecordWriter } from '../../storage/request-journal'
 import { callerAddress } from './authenticate'
-import { costOf } from '../../gateways/model-prices'
-import type { LimitTicket } from '../limits/ledger'
+import { costOf, type ReportedUsage } from '../../gateways/model-prices'
+import type { LimitedRequest } from '../limits/admission'
+import type { Usage } from '../../dialects/stream-parts'
 import type { PlannedAttempt } from '../routing/plan-route'
 import type { Span } from '@opentelemetry/api'
 
 /**
- * What a finished request cost (CONTRACT §11), from the snapshot's catalog prices of the model as
- * sent to the gateway that answered. Tokens reported: their price, or null when that model lists
- * none. No tokens reported: 0 when no gateway served an answer, or the answer failed (refused, an
- * upstream error, a stream the upstream ended with an error, a hang-up: CONTRACT §11 settles a failed
- * or cancelled request to what the upstream reported, else 0); null for a success whose usage is
- * unknown, which is not free.
+ * One call's priced usage in nano-dollars, from the snapshot's catalog prices of the model as sent to
+ * the gateway that answered: undefined when it reported no usage, null when that model lists no
+ * price for what it used (unknown, never 0).
+ */
+function pricedUsage(snapshot: Snapshot | undefined, gateway: string | undefined, model: string | undefined, usage: ReportedUsage): number | null | undefined {
+  if (usage.input === undefined && usage.output === undefined) return undefined
+  if (gateway === undefined) return null
+  const pricing = model === undefined ? undefined : snapshot?.catalogs.get(gateway)?.prices.get(model)
+  return costOf(usage, pricing) ?? null
+}
+
+/**
+ * What a finished request cost (CONTRACT §11), nano-dollars: each model call's reported usage at its
+ * model's listed prices (a tool loop's rounds each at the target that served it). A key with a USD cap
+ * is charged as its admission settles it (limits/admission.ts: never below the reservation for lack
+ * of usage). Otherwise, no usage reported: 0 when no gateway served an answer or the answer failed
+ * (refused, an upstream error, a stream the upstream ended with an error, a hang-up: a failed or
+ * cancelled request costs what the upstream reported, else 0); null for a success whose usage is
+ * unknown, which is not free; null too when a model that was used lists no price.
  */
 function requestCost(context: RequestContext, status: number, errorCode: string | undefined): number | null {
-  const input = context.inputTokens
-  const output = context.outputTokens
-  const gateway = context.gateway
-  if (input === undefined && output === undefined) return gateway === undefined || status >= 400 || errorCode !== undefined ? 0 : null
-  if (gateway === undefined) return null
-  const model = context.upstreamModel
-  const pricing = model === undefined ? undefined : context.snapshot?.catalogs.get(gateway)?.prices.get(model)
-  return costOf({ input, output, cachedInput: context.cachedInputTokens }, pricing) ?? null
+  const failed = status >= 400 || errorCode !== undefined
+  const snapshot = context.snapshot
+  const rounds = context.rounds?.map((round) =>
+    pricedUsage(snapshot, round.step.gateway, round.step.model, { input: round.usage?.inputTokens, output: round.usage?.outputTokens, cachedInput: round.usage?.cachedInputTokens }),
+  )
+  const single = rounds ? undefined : pricedUsage(snapshot, context.gateway, context.upstreamModel, { input: context.inputTokens, output: context.outputTokens, cachedInput: context.cachedInputTokens })
+  if (context.limited?.usdCap) return context.limited.charge(single, rounds, !failed || context.answerStarted)
+  if (rounds) {
+    let total = 0
+    for (const cost of rounds) {
+      if (cost === null || (cost === undefined && !failed)) return null
+      total += cost ?? 0
+    }
+    return total
+  }
+  if (single === undefined) return context.gateway === undefined || failed ? 0 : null
+  return single
 }
 
 /**
@@ -73,14 +96,16 @@ export class RequestContext {
   outputTokens: number | undefined
   /** Of the prompt tokens, those the upstream read from its prompt cache (priced at the cache-read price where listed). */
   cachedInputTokens: number | undefined
-  /** The request's cost in USD, set by finish(): null when unknown (an unpriced model), 0 when nothing was billed. */
-  costUsd: number | null = null
-  /** A limited key's admitted request: its share of the key's windows, settled when it finishes (pipeline/limits). */
-  limitTicket: LimitTicket | undefined
+  /** The request's cost in nano-dollars (storage/money.ts), set by finish(): null when unknown (an unpriced model), 0 when nothing was billed. */
+  costNanoUsd: number | null = null
+  /** A limited key's request: its ticket in the key's ledger, its priced plan and reservations, settled when it finishes (pipeline/limits). */
+  limited: LimitedRequest | undefined
+  /** A tool loop's model rounds, each with the attempt that served it and the usage it reported (its cost is priced per round). */
+  rounds: { step: PlannedAttempt; usage: Usage | undefined }[] | undefined
+  /** A stream's answer went out to the client (a byte of it was sent): it is an answer, whatever ends it. */
+  answerStarted = false
   /** The request's SERVER span when traces are on (observability/tracing.ts); undefined otherwise. */
   span: Span | undefined
-  /** The targets it may try (a key with a USD cap: the priced ones); undefined: all. */
-  allowStep: ((step: PlannedAttempt) => boolean) | undefined
   requestBody: string | undefined
   /** What enrichment stages did, as the log's JSON text (pipeline/stages); undefined when none ran. */
   enrichment: string | undefined
@@ -153,7 +178,7 @@ export class RequestContext {
     this.status = status
     this.errorCode = errorCode
     this.finishedAt = performance.now()
-    this.costUsd = requestCost(this, status, errorCode)
+    this.costNanoUsd = requestCost(this, status, errorCode)
     this.captureBodies = this.key?.pipeline.captureBodies ?? false
     if (!this.captureBodies) this.requestBody = undefined
     this.request = undefined
@@ -231,7 +256,7 @@ export class RequestContext {
     writer.text(this.clientIpResolved ? this.resolvedClientIp : undefined)
     writer.text(this.captureBodies ? this.requestBody : undefined)
     writer.text(this.enrichment)
-    writer.number(this.costUsd)
+    writer.number(this.costNanoUsd)
   }
 
   /** The request-log row (built by the log queue's flush, off the request path): the journal record's values. */
@@ -262,7 +287,7 @@ export class RequestContext {
       clientIp: this.clientIpResolved ? (this.resolvedClientIp ?? null) : null,
       requestBody: this.captureBodies ? (this.requestBody ?? null) : null,
       enrichment: this.enrichment ?? null,
-      costUsd: this.costUsd,
+      costNanoUsd: this.costNanoUsd,
     }
   }
 }

@@ -10,8 +10,12 @@ import type { ProviderEntry } from '../read-model/snapshot'
 import { gatewayCatalog } from '../../gateways/catalog'
 
 export type Operation = 'chat' | 'embeddings' | 'responses' | 'decisions'
-/** Why a planned target is passed over; `unpriced`: a key with a USD cap, and no price listed for the model there (CONTRACT §11). */
-export type SkipReason = 'not-listed' | 'batch-only' | 'no-embeddings' | 'unpriced'
+/**
+ * Why a planned target is passed over; on a key with a USD cap (CONTRACT §11), `unpriced`: no price
+ * listed for the model there; `over-cap`: it would cost more than the request reserved (a model a
+ * pre-routing pick put in front of the plan it was priced on).
+ */
+export type SkipReason = 'not-listed' | 'batch-only' | 'no-embeddings' | 'unpriced' | 'over-cap'
 
 export const defaultFailoverTimeoutMs = 5000
 export const defaultUpstreamTimeoutMs = 60000

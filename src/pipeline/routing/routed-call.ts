@@ -172,14 +172,20 @@ function preferred(plan: RoutePlan, preference: RoutePreference, snapshot: Snaps
 export function runRoutedCall(context: AuthenticatedContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
   const snapshot = (context.snapshot ??= deps.snapshots.current())
   const key = context.key
+  const limited = context.limited
   let steps = input.steps
   if (!steps) {
-    const plan = input.preference ? preferred(planFor(snapshot, key, input, deps.random), input.preference, snapshot) : cachedPlan(snapshot, key, input, deps.random)
+    // A key with a USD cap runs the plan its admission priced (one remap roll, CONTRACT §11).
+    const admitted = limited?.plan
+    const plan = input.preference ? preferred(admitted ?? planFor(snapshot, key, input, deps.random), input.preference, snapshot) : (admitted ?? cachedPlan(snapshot, key, input, deps.random))
     steps = plan.steps
   }
-  // A key with a USD cap tries only targets whose price is listed (pipeline/limits/admission.ts).
-  const allow = context.allowStep
-  if (allow) steps = steps.map((step) => (step.kind === 'attempt' && !allow(step) ? { kind: 'skip', gateway: step.gateway, reason: 'unpriced' } : step))
+  if (limited) {
+    // Only targets priced within the reservation are tried, each call bounded as it was priced (pipeline/limits/admission.ts).
+    if (limited.usdCap && !input.steps) steps = limited.screen(snapshot, steps)
+    const requestFor = input.requestFor
+    input = { ...input, requestFor: (step) => limited.bound(snapshot, step, requestFor(step)) }
+  }
   context.mark('plan')
   return runAttempts(steps, new RoutedCall(context, deps, input))
 }

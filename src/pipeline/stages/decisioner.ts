@@ -17,6 +17,8 @@ import { canonicalId, decideModel, gatewaysListing, spellingFor, type GatewayCat
 import type { ProviderEntry } from '../read-model/snapshot'
 import type { AuthenticatedContext } from '../request/context'
 import { checkDecisionAnswer, type DecisionQuestion } from '../endpoints/decisions'
+import { costOf } from '../../gateways/model-prices'
+import { measurePrompt, worstCaseNano } from '../limits/worst-case'
 import type { InferenceDeps } from '../types'
 import type { PreRoutingHook } from './registry'
 
@@ -223,14 +225,25 @@ export async function decide(context: AuthenticatedContext, deps: InferenceDeps,
   const timeLeft = context.startedAt + deps.config.deadlineMs - started
   const limit = Math.min(decisionCallMs, timeLeft)
   if (limit <= 0) return skip('jev_error')
+  const body = { model, state, questions }
+  // On a key with a USD cap the call is charged to the key: reserved before it is made, or not made.
+  const charge = spendCapCharge(context, decider, body)
+  if (charge === 'refused') return skip('spend_cap')
   let answer: unknown
   try {
-    const call = () => deps.upstream.read(decider, { path: '/decisions', body: { model, state, questions } }, limit)
+    const call = () => deps.upstream.read(decider, { path: '/decisions', body }, limit)
     // Traced: the decision call is an INTERNAL span of the request (CONTRACT §13).
     const reply = deps.tracing && context.span ? await deps.tracing.internal(context.span, 'decisioner', { 'router.plugin': 'decisioner', 'gen_ai.provider.name': decider.gateway.id }, call, (answer) => (answer.ok ? undefined : 'decision_call_failed')) : await call()
-    if (!reply.ok) return skip('jev_error', elapsed(started, context))
+    if (!reply.ok) {
+      // An error answer: billed what it reported, which it does not say here.
+      charge?.settle(undefined, false)
+      return skip('jev_error', elapsed(started, context))
+    }
     answer = JSON.parse(reply.text)
+    charge?.settle((answer as { usage?: unknown } | null)?.usage, true)
   } catch {
+    // No answer (a timeout, a broken connection, a body that is not JSON): the call may have run, so it is charged its reservation.
+    charge?.settle(undefined, true)
     return skip('jev_error', elapsed(started, context))
   }
   const callMs = elapsed(started, context)
@@ -260,6 +273,34 @@ export async function decide(context: AuthenticatedContext, deps: InferenceDeps,
     callMs,
   }
 }
+
+/**
+ * The decision call's charge on a key with a USD cap (CONTRACT §11: the decisioner's own call is
+ * charged to the key): its worst case reserved in the request's ticket, at the price the decider's
+ * catalog lists for the model; `refused` when that is unknown or does not fit (the call is skipped,
+ * `skipped:spend_cap`); undefined on any other key. `settle` charges what the answer's usage costs,
+ * its reservation when an answer came without usage (or none came at all), 0 for an error answer.
+ */
+function spendCapCharge(context: AuthenticatedContext, decider: ProviderEntry, body: Record<string, unknown>): { settle(usage: unknown, answered: boolean): void } | 'refused' | undefined {
+  const limited = context.limited
+  if (!limited?.usdCap || !limited.ticket) return undefined
+  const catalog = context.snapshot.catalogs.get(decider.gateway.id)
+  const model = String(body.model)
+  const pricing = catalog?.prices.get((catalog && spellingFor(catalog, model)) ?? model)
+  const worst = worstCaseNano(pricing, measurePrompt(body), { requested: undefined, choices: 1 }, 'decisions')
+  if (worst === undefined || limited.reserveSide(worst) !== undefined) return 'refused'
+  return {
+    settle(usage, answered) {
+      const counts = typeof usage === 'object' && usage !== null ? (usage as Record<string, unknown>) : undefined
+      const input = counts ? tokenCount(counts.prompt_tokens ?? counts.input_tokens) : undefined
+      const output = counts ? tokenCount(counts.completion_tokens ?? counts.output_tokens) : undefined
+      const cost = input === undefined && output === undefined ? undefined : costOf({ input, output, cachedInput: undefined }, pricing)
+      limited.chargeSide(cost ?? (answered ? worst : 0))
+    },
+  }
+}
+
+const tokenCount = (value: unknown): number | undefined => (typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined)
 
 /** The decision call's time; counted as time waiting on the outside, not the router's overhead. */
 function elapsed(started: number, context: AuthenticatedContext): number {

@@ -5,6 +5,7 @@
 import { and, desc, eq, gt, inArray, isNull, lt, lte, or, sql, type SQL } from 'drizzle-orm'
 import type { Db } from '../client'
 import { batches, outbox } from '../schema'
+import { usdToNano } from '../money'
 
 export type BatchRow = typeof batches.$inferSelect
 export type OutboxRow = typeof outbox.$inferSelect
@@ -39,6 +40,17 @@ export interface BatchListQuery {
   createdBefore?: number
 }
 
+/**
+ * A batch that holds a reservation settles when it ends (CONTRACT §11): to the cost the gateway
+ * reported; to its reservation when it reported none but answered any item; to 0 when it ended with
+ * no item answered (it failed validation, or was cancelled or expired first). Nothing while it runs.
+ */
+function settlement(progress: BatchProgress, reservedNanoUsd: number | null): { chargedNanoUsd?: number } {
+  if (reservedNanoUsd === null || !isTerminalStatus(progress.status)) return {}
+  if (progress.cost !== null) return { chargedNanoUsd: usdToNano(progress.cost) }
+  return { chargedNanoUsd: progress.requestCompleted > 0 || progress.status === 'completed' ? reservedNanoUsd : 0 }
+}
+
 export function createBatchRepository(db: Db) {
   const client = db.$client
   return {
@@ -46,13 +58,19 @@ export function createBatchRepository(db: Db) {
     reserve(row: Pick<BatchRow, 'id' | 'workspaceId' | 'keyId' | 'providerKeyId' | 'endpoint' | 'model' | 'upstreamModel' | 'createdAt'>) {
       db.insert(batches).values({ ...row, status: 'submitting' }).run()
     },
-    /** The gateway confirmed the submit: its id and first state. */
-    confirm(id: string, upstreamId: string, progress: BatchProgress) {
-      db.update(batches).set({ upstreamId, ...progress }).where(eq(batches.id, id)).run()
+    /**
+     * The gateway confirmed the submit: its id and first state, and (a key with a USD cap) what its
+     * items reserved, held on the row until the batch ends (CONTRACT §11).
+     */
+    confirm(id: string, upstreamId: string, progress: BatchProgress, reservedNanoUsd: number | null) {
+      db.update(batches)
+        .set({ upstreamId, ...progress, reservedNanoUsd, ...settlement(progress, reservedNanoUsd) })
+        .where(eq(batches.id, id))
+        .run()
     },
-    /** Uploaded, but the gateway did not answer in time: kept for the refresh job to find. */
-    markUnconfirmed(id: string, requestTotal: number) {
-      db.update(batches).set({ status: 'unconfirmed', requestTotal }).where(eq(batches.id, id)).run()
+    /** Uploaded, but the gateway did not answer in time: kept for the refresh job to find (its reservation held, as it may exist). */
+    markUnconfirmed(id: string, requestTotal: number, reservedNanoUsd: number | null) {
+      db.update(batches).set({ status: 'unconfirmed', requestTotal, reservedNanoUsd }).where(eq(batches.id, id)).run()
     },
     /** A submit that failed before the gateway took it: nothing of it is kept. */
     discard(id: string) {
@@ -75,7 +93,10 @@ export function createBatchRepository(db: Db) {
           db.update(batches).set({ refreshedAt: progress.refreshedAt }).where(eq(batches.id, id)).run()
           return false
         }
-        db.update(batches).set(progress).where(eq(batches.id, id)).run()
+        db.update(batches)
+          .set({ ...progress, ...settlement(progress, row.reservedNanoUsd) })
+          .where(eq(batches.id, id))
+          .run()
         if (!isTerminalStatus(progress.status)) return false
         const rows = notifications({ ...row, ...progress })
         if (rows.length) db.insert(outbox).values(rows).run()

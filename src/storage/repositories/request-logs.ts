@@ -12,10 +12,13 @@ export interface UsageFilter {
   keyIds?: string[]
 }
 
-/** A key's usage as the database shows it: [second, requests, tokens] since a time, and [UTC day start, USD]. */
+/**
+ * A key's usage as the database shows it: [second, requests, tokens] since a time, and [UTC day
+ * start, its recorded cost in whole nano-dollars (storage/money.ts)].
+ */
 export interface KeyWindows {
   seconds: [second: number, requests: number, tokens: number][]
-  days: [dayMs: number, usd: number][]
+  days: [dayMs: number, nanoUsd: number][]
 }
 
 /** The request explorer's filter: a workspace's rows since a time, newest first. */
@@ -38,7 +41,7 @@ type RollupSums = typeof usageRollups.$inferSelect
 /** The hour and the day roll-ups: one table type (schema `rollupTable`), so one query serves both. */
 type RollupTable = typeof usageRollups
 
-const sumNames = ['requests', 'errors', 'latencySum', 'latencyCount', 'overheadSum', 'overheadCount', 'inputTokens', 'outputTokens', 'costUsd', 'unpriced'] as const
+const sumNames = ['requests', 'errors', 'latencySum', 'latencyCount', 'overheadSum', 'overheadCount', 'inputTokens', 'outputTokens', 'costNanoUsd', 'unpriced'] as const
 
 /** A part of a usage window answered from one roll-up table. */
 interface RolledPart {
@@ -52,7 +55,7 @@ export function createRequestLogRepository(db: Db) {
   // both are prepared once. The query builder would cost tens of microseconds a row.
   const columns = `id, workspace_id, key_id, created_at, endpoint, gateway, provider_key_id, model, upstream_model,
       status, error_code, stream, latency_ms, overhead_ms, ttfb_ms, attempts, attempt_path, stage_timings, input_tokens,
-      output_tokens, cost_usd, client_ip, request_body, enrichment`
+      output_tokens, cost_nano_usd, client_ip, request_body, enrichment`
   const columnCount = 24
   const rowsPerStatement = 32
   const placeholders = `(${new Array(columnCount).fill('?').join(', ')})`
@@ -68,19 +71,19 @@ export function createRequestLogRepository(db: Db) {
   // transaction.
   const upsertInto = (table: string, start: string) =>
     db.$client.prepare(
-      `insert into ${table} (workspace_id, ${start}, key_id, model, gateway, requests, errors, latency_sum, latency_count, overhead_sum, overhead_count, input_tokens, output_tokens, cost_usd, unpriced)
+      `insert into ${table} (workspace_id, ${start}, key_id, model, gateway, requests, errors, latency_sum, latency_count, overhead_sum, overhead_count, input_tokens, output_tokens, cost_nano_usd, unpriced)
        values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        on conflict (workspace_id, ${start}, key_id, model, gateway) do update set
          requests = requests + excluded.requests, errors = errors + excluded.errors,
          latency_sum = latency_sum + excluded.latency_sum, latency_count = latency_count + excluded.latency_count,
          overhead_sum = overhead_sum + excluded.overhead_sum, overhead_count = overhead_count + excluded.overhead_count,
          input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens,
-         cost_usd = cost_usd + excluded.cost_usd, unpriced = unpriced + excluded.unpriced`,
+         cost_nano_usd = cost_nano_usd + excluded.cost_nano_usd, unpriced = unpriced + excluded.unpriced`,
     )
   const upsertHour = upsertInto('usage_rollups', 'hour')
   const upsertDay = upsertInto('usage_daily_rollups', 'day')
   const upsert = (statement: typeof upsertHour, sums: RollupSums) =>
-    statement.run(sums.workspaceId, sums.start, sums.keyId, sums.model, sums.gateway, sums.requests, sums.errors, sums.latencySum, sums.latencyCount, sums.overheadSum, sums.overheadCount, sums.inputTokens, sums.outputTokens, sums.costUsd, sums.unpriced)
+    statement.run(sums.workspaceId, sums.start, sums.keyId, sums.model, sums.gateway, sums.requests, sums.errors, sums.latencySum, sums.latencyCount, sums.overheadSum, sums.overheadCount, sums.inputTokens, sums.outputTokens, sums.costNanoUsd, sums.unpriced)
   const rollUp = (rows: Iterable<RequestLogRow>) => {
     const groups = new Map<string, RollupSums>()
     for (const row of rows) {
@@ -91,7 +94,7 @@ export function createRequestLogRepository(db: Db) {
       const id = `${row.workspaceId}\u0000${hour}\u0000${keyId}\u0000${model}\u0000${gateway}`
       let sums = groups.get(id)
       if (!sums) {
-        sums = { workspaceId: row.workspaceId, start: hour, keyId, model, gateway, requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, unpriced: 0 }
+        sums = { workspaceId: row.workspaceId, start: hour, keyId, model, gateway, requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, inputTokens: 0, outputTokens: 0, costNanoUsd: 0, unpriced: 0 }
         groups.set(id, sums)
       }
       sums.requests++
@@ -104,8 +107,8 @@ export function createRequestLogRepository(db: Db) {
       }
       sums.inputTokens += row.inputTokens ?? 0
       sums.outputTokens += row.outputTokens ?? 0
-      if (row.costUsd === null || row.costUsd === undefined) sums.unpriced++
-      else sums.costUsd += row.costUsd
+      if (row.costNanoUsd === null || row.costNanoUsd === undefined) sums.unpriced++
+      else sums.costNanoUsd += row.costNanoUsd
     }
     const days = new Map<string, RollupSums>()
     for (const sums of groups.values()) {
@@ -140,7 +143,7 @@ export function createRequestLogRepository(db: Db) {
     target[offset + 17] = row.stageTimings ?? null
     target[offset + 18] = row.inputTokens ?? null
     target[offset + 19] = row.outputTokens ?? null
-    target[offset + 20] = row.costUsd ?? null
+    target[offset + 20] = row.costNanoUsd ?? null
     target[offset + 21] = row.clientIp ?? null
     target[offset + 22] = row.requestBody ?? null
     target[offset + 23] = row.enrichment ?? null
@@ -208,7 +211,7 @@ export function createRequestLogRepository(db: Db) {
     latencyCount: sql<number>`coalesce(sum(${table.latencyCount}), 0)`,
     overheadSum: sql<number>`coalesce(sum(${table.overheadSum}), 0)`,
     overheadCount: sql<number>`coalesce(sum(${table.overheadCount}), 0)`,
-    costUsd: sql<number>`coalesce(sum(${table.costUsd}), 0)`,
+    costNanoUsd: sql<number>`coalesce(sum(${table.costNanoUsd}), 0)`,
     unpriced: sql<number>`coalesce(sum(${table.unpriced}), 0)`,
   })
   const rowSums = () => ({
@@ -218,10 +221,10 @@ export function createRequestLogRepository(db: Db) {
     latencyCount: count(requestLogs.latencyMs),
     overheadSum: sql<number>`coalesce(sum(${requestLogs.overheadMs}), 0)`,
     overheadCount: count(requestLogs.overheadMs),
-    costUsd: sql<number>`coalesce(sum(${requestLogs.costUsd}), 0)`,
-    unpriced: sql<number>`coalesce(sum(case when ${requestLogs.costUsd} is null then 1 else 0 end), 0)`,
+    costNanoUsd: sql<number>`coalesce(sum(${requestLogs.costNanoUsd}), 0)`,
+    unpriced: sql<number>`coalesce(sum(case when ${requestLogs.costNanoUsd} is null then 1 else 0 end), 0)`,
   })
-  const emptySums = () => ({ requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, costUsd: 0, unpriced: 0 })
+  const emptySums = () => ({ requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, costNanoUsd: 0, unpriced: 0 })
   type UsageSums = ReturnType<typeof emptySums>
   const addSums = (target: UsageSums, row: Record<keyof UsageSums, number>) => {
     for (const name of Object.keys(target) as (keyof UsageSums)[]) target[name] += Number(row[name])
@@ -280,7 +283,10 @@ export function createRequestLogRepository(db: Db) {
       const query = db.select({ value: count() }).from(requestLogs)
       return (workspaceId ? query.where(eq(requestLogs.workspaceId, workspaceId)) : query).get()!.value
     },
-    /** The usage of a window, from the roll-ups and the rows of its first, partial hour (see `window`). */
+    /**
+     * The usage of a window, from the roll-ups and the rows of its first, partial hour (see `window`);
+     * `costNanoUsd` the known costs summed in whole nano-dollars, `unpriced` the requests of unknown cost.
+     */
     summary(filter: UsageFilter) {
       const { parts, edge } = window(filter)
       const total = emptySums()
@@ -299,7 +305,7 @@ export function createRequestLogRepository(db: Db) {
         avgLatency: total.latencyCount > 0 ? total.latencySum / total.latencyCount : null,
         avgOverhead: total.overheadCount > 0 ? total.overheadSum / total.overheadCount : null,
         models: models.size,
-        costUsd: total.costUsd,
+        costNanoUsd: Number(total.costNanoUsd),
         unpriced: Number(total.unpriced),
       }
     },
@@ -340,18 +346,20 @@ export function createRequestLogRepository(db: Db) {
         avgOverhead: sums.overheadCount > 0 ? sums.overheadSum / sums.overheadCount : null,
       }))
     },
-    /** Requests per model or gateway, most first (ties by name), at most `limit`. */
-    /** Tokens by model and gateway over the window (the dashboard's token and cost table). */
+    /**
+     * Tokens by model and gateway over the window (the dashboard's token and cost table); `costNanoUsd`
+     * the known costs summed in whole nano-dollars, `unpriced` the requests of unknown cost.
+     */
     tokens(filter: UsageFilter) {
       const { parts, edge } = window(filter)
-      const sums = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number; costUsd: number; unpriced: number }>()
-      const add = (model: string, gateway: string, requests: number, inputTokens: number, outputTokens: number, costUsd: number, unpriced: number) => {
+      const sums = new Map<string, { model: string; gateway: string; requests: number; inputTokens: number; outputTokens: number; costNanoUsd: number; unpriced: number }>()
+      const add = (model: string, gateway: string, requests: number, inputTokens: number, outputTokens: number, costNanoUsd: number, unpriced: number) => {
         const key = `${model}\u0000${gateway}`
-        const entry = sums.get(key) ?? { model, gateway, requests: 0, inputTokens: 0, outputTokens: 0, costUsd: 0, unpriced: 0 }
+        const entry = sums.get(key) ?? { model, gateway, requests: 0, inputTokens: 0, outputTokens: 0, costNanoUsd: 0, unpriced: 0 }
         entry.requests += requests
         entry.inputTokens += inputTokens
         entry.outputTokens += outputTokens
-        entry.costUsd += costUsd
+        entry.costNanoUsd += costNanoUsd
         entry.unpriced += unpriced
         sums.set(key, entry)
       }
@@ -363,14 +371,14 @@ export function createRequestLogRepository(db: Db) {
             requests: sql<number>`sum(${table.requests})`,
             inputTokens: sql<number>`sum(${table.inputTokens})`,
             outputTokens: sql<number>`sum(${table.outputTokens})`,
-            costUsd: sql<number>`sum(${table.costUsd})`,
+            costNanoUsd: sql<number>`sum(${table.costNanoUsd})`,
             unpriced: sql<number>`sum(${table.unpriced})`,
           })
           .from(table)
           .where(where)
           .groupBy(table.model, table.gateway)
           .all())
-          add(row.model, row.gateway, Number(row.requests), Number(row.inputTokens), Number(row.outputTokens), Number(row.costUsd), Number(row.unpriced))
+          add(row.model, row.gateway, Number(row.requests), Number(row.inputTokens), Number(row.outputTokens), Number(row.costNanoUsd), Number(row.unpriced))
       }
       if (edge) {
         for (const row of db
@@ -380,54 +388,58 @@ export function createRequestLogRepository(db: Db) {
             requests: count(),
             inputTokens: sql<number>`coalesce(sum(${requestLogs.inputTokens}), 0)`,
             outputTokens: sql<number>`coalesce(sum(${requestLogs.outputTokens}), 0)`,
-            costUsd: sql<number>`coalesce(sum(${requestLogs.costUsd}), 0)`,
-            unpriced: sql<number>`coalesce(sum(case when ${requestLogs.costUsd} is null then 1 else 0 end), 0)`,
+            costNanoUsd: sql<number>`coalesce(sum(${requestLogs.costNanoUsd}), 0)`,
+            unpriced: sql<number>`coalesce(sum(case when ${requestLogs.costNanoUsd} is null then 1 else 0 end), 0)`,
           })
           .from(requestLogs)
           .where(edge)
           .groupBy(requestLogs.model, requestLogs.gateway)
           .all())
-          add(row.model ?? '', row.gateway ?? '', row.requests, Number(row.inputTokens), Number(row.outputTokens), Number(row.costUsd), Number(row.unpriced))
+          add(row.model ?? '', row.gateway ?? '', row.requests, Number(row.inputTokens), Number(row.outputTokens), Number(row.costNanoUsd), Number(row.unpriced))
       }
       return [...sums.values()].sort((left, right) => right.inputTokens + right.outputTokens - (left.inputTokens + left.outputTokens) || right.requests - left.requests)
     },
+    /**
+     * Requests per model or gateway, most first (ties by name), at most `limit`; each with its known
+     * costs summed in whole nano-dollars (`costNanoUsd`) and its requests of unknown cost (`unpriced`).
+     */
     breakdown(filter: UsageFilter, by: 'model' | 'gateway', limit: number) {
       const { parts, edge } = window(filter)
-      const counts = new Map<string, { requests: number; costUsd: number; unpriced: number }>()
-      const add = (name: string, requests: number, costUsd: number, unpriced: number) => {
-        const entry = counts.get(name) ?? { requests: 0, costUsd: 0, unpriced: 0 }
+      const counts = new Map<string, { requests: number; costNanoUsd: number; unpriced: number }>()
+      const add = (name: string, requests: number, costNanoUsd: number, unpriced: number) => {
+        const entry = counts.get(name) ?? { requests: 0, costNanoUsd: 0, unpriced: 0 }
         entry.requests += requests
-        entry.costUsd += costUsd
+        entry.costNanoUsd += costNanoUsd
         entry.unpriced += unpriced
         counts.set(name, entry)
       }
       for (const { table, where } of parts) {
         const rolledColumn = by === 'model' ? table.model : table.gateway
         for (const row of db
-          .select({ name: rolledColumn, requests: sql<number>`sum(${table.requests})`, costUsd: sql<number>`sum(${table.costUsd})`, unpriced: sql<number>`sum(${table.unpriced})` })
+          .select({ name: rolledColumn, requests: sql<number>`sum(${table.requests})`, costNanoUsd: sql<number>`sum(${table.costNanoUsd})`, unpriced: sql<number>`sum(${table.unpriced})` })
           .from(table)
           .where(and(where, ne(rolledColumn, '')))
           .groupBy(rolledColumn)
           .all())
-          add(row.name, Number(row.requests), Number(row.costUsd), Number(row.unpriced))
+          add(row.name, Number(row.requests), Number(row.costNanoUsd), Number(row.unpriced))
       }
       if (edge) {
         const column = by === 'model' ? requestLogs.model : requestLogs.gateway
         const sums = rowSums()
-        for (const row of db.select({ name: column, requests: count(), costUsd: sums.costUsd, unpriced: sums.unpriced }).from(requestLogs).where(and(edge, isNotNull(column))).groupBy(column).all()) {
-          add(row.name!, row.requests, Number(row.costUsd), Number(row.unpriced))
+        for (const row of db.select({ name: column, requests: count(), costNanoUsd: sums.costNanoUsd, unpriced: sums.unpriced }).from(requestLogs).where(and(edge, isNotNull(column))).groupBy(column).all()) {
+          add(row.name!, row.requests, Number(row.costNanoUsd), Number(row.unpriced))
         }
       }
       return [...counts]
         .sort((left, right) => right[1].requests - left[1].requests || (left[0] < right[0] ? -1 : left[0] > right[0] ? 1 : 0))
         .slice(0, limit)
-        .map(([name, sums]) => ({ name, requests: sums.requests, costUsd: sums.costUsd, unpriced: sums.unpriced }))
+        .map(([name, sums]) => ({ name, requests: sums.requests, costNanoUsd: sums.costNanoUsd, unpriced: sums.unpriced }))
     },
     /**
      * What counts against keys' limits (CONTRACT §11), as the database shows it: each key's requests
      * and tokens per second since `sinceMs` (the minute window, through the workspace/time index; the
-     * requests its limits refused count for nothing) and its recorded cost per UTC day from
-     * `fromDayMs` (the day roll-ups, kept with the rows); and which of the rows `own.ids` (a node's own
+     * requests its limits refused count for nothing) and its recorded cost (whole nano-dollars) per UTC day from
+     * `fromDayMs` (the day roll-ups, kept with the rows, and what its batches hold or settled to); and which of the rows `own.ids` (a node's own
      * finished requests, created since `own.sinceMs`) are there. One read transaction: the rows found
      * are the ones the sums hold.
      */
@@ -448,11 +460,26 @@ export function createRequestLogRepository(db: Db) {
           .all(workspaceId, sinceMs, ...keyIds)
         for (const row of seconds) windows.get(row.key_id)?.seconds.push([row.second, row.requests, row.tokens])
         const days = db.$client
-          .query<{ key_id: string; day: number; usd: number }, (string | number)[]>(
-            `select key_id, day, sum(cost_usd) as usd from usage_daily_rollups where workspace_id = ? and day >= ? and key_id in (${list}) group by key_id, day`,
+          .query<{ key_id: string; day: number; nano_usd: number }, (string | number)[]>(
+            `select key_id, day, sum(cost_nano_usd) as nano_usd from usage_daily_rollups where workspace_id = ? and day >= ? and key_id in (${list}) group by key_id, day`,
           )
           .all(workspaceId, fromDayMs, ...keyIds)
-        for (const row of days) windows.get(row.key_id)?.days.push([row.day, row.usd])
+        for (const row of days) windows.get(row.key_id)?.days.push([row.day, row.nano_usd])
+        // Batches of keys with a USD cap hold their items' reservation on their row until they end,
+        // then what they settled to, counted on the day they were submitted (batches' key/time index).
+        const held = db.$client
+          .query<{ key_id: string; day: number; nano_usd: number }, (string | number)[]>(
+            `select key_id, (created_at * 1000) - ((created_at * 1000) % ${dayMs}) as day, sum(coalesce(charged_nano_usd, reserved_nano_usd)) as nano_usd
+             from batches where key_id in (${list}) and created_at >= ? and workspace_id = ? and reserved_nano_usd is not null group by key_id, day`,
+          )
+          .all(...keyIds, Math.floor(fromDayMs / 1000), workspaceId)
+        for (const row of held) {
+          const list = windows.get(row.key_id)?.days
+          if (!list) continue
+          const same = list.find(([day]) => day === row.day)
+          if (same) same[1] += row.nano_usd
+          else list.push([row.day, row.nano_usd])
+        }
         // In slices: SQLite caps the parameters of one statement.
         for (let start = 0; start < own.ids.length; start += 500) {
           const slice = own.ids.slice(start, start + 500)

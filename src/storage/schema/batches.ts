@@ -32,6 +32,13 @@ export const batches = sqliteTable(
     requestCompleted: integer('request_completed').notNull().default(0),
     requestFailed: integer('request_failed').notNull().default(0),
     cost: real('cost'),
+    /**
+     * On a key with a USD cap (CONTRACT §11): the worst case of its items, nano-dollars, reserved at
+     * submit and held here until the batch ends; null for a key without one.
+     */
+    reservedNanoUsd: integer('reserved_nano_usd'),
+    /** What it settled to when it ended (its reported cost; its reservation when it reported none), nano-dollars; null while it runs. */
+    chargedNanoUsd: integer('charged_nano_usd'),
     /** JSON error object or null. */
     error: text('error'),
     /** Unix seconds. */

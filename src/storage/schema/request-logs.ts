@@ -30,10 +30,11 @@ export const requestLogs = sqliteTable(
     inputTokens: integer('input_tokens'),
     outputTokens: integer('output_tokens'),
     /**
-     * What the request cost in USD (CONTRACT §11), from the listed prices of the model on the gateway
-     * that answered; null when that model lists no price for tokens it used (unknown, never 0).
+     * What the request cost in whole nano-dollars (1e-9 USD, storage/money.ts; CONTRACT §11: money is
+     * counted exactly), from the listed prices of the model on the gateway that answered; null when
+     * that model lists no price for tokens it used (unknown, never 0). The API shows it as USD.
      */
-    costUsd: real('cost_usd'),
+    costNanoUsd: integer('cost_nano_usd'),
     clientIp: text('client_ip'),
     requestBody: text('request_body'),
     /** What enrichment stages did (JSON), e.g. `{"mcp":{"rounds":2,"calls":[…]}}`; null when none ran. */
@@ -78,8 +79,8 @@ function rollupTable(name: string, startColumn: string) {
       overheadCount: integer('overhead_count').notNull().default(0),
       inputTokens: integer('input_tokens').notNull().default(0),
       outputTokens: integer('output_tokens').notNull().default(0),
-      /** The rows' known costs summed, USD; the rows whose cost is unknown are counted in `unpriced`. */
-      costUsd: real('cost_usd').notNull().default(0),
+      /** The rows' known costs summed, whole nano-dollars; the rows whose cost is unknown are counted in `unpriced`. */
+      costNanoUsd: integer('cost_nano_usd').notNull().default(0),
       unpriced: integer('unpriced').notNull().default(0),
     },
     (table) => [primaryKey({ columns: [table.workspaceId, table.start, table.keyId, table.model, table.gateway] })],
