@@ -151,6 +151,17 @@ function withStorage(run: (storage: ReturnType<typeof openStorage>, path: string
   }
 }
 
+/** A new database at `path` migrated up to (not including) the first migration whose SQL contains `marker`. */
+function databaseBefore(path: string, marker: string): Database {
+  const sqlite = new Database(path, { create: true, strict: true })
+  const db = drizzle(sqlite) as unknown as { dialect: { migrate(migrations: unknown[], session: unknown, config: unknown): void }; session: unknown }
+  const migrations = embeddedMigrations()
+  const before = migrations.findIndex((migration) => migration.sql.join('').includes(marker))
+  expect(before).toBeGreaterThan(0)
+  db.dialect.migrate(migrations.slice(0, before), db.session, { migrationsFolder: 'db/migrations' })
+  return sqlite
+}
+
 describe('usage roll-ups', () => {
   test('usage from the roll-ups equals usage from the rows: windows on the hour and inside one, key filters, every bucket size', () => {
     withStorage((storage) => {
@@ -206,12 +217,7 @@ describe('usage roll-ups', () => {
     const path = join(dir, 'router.db')
     try {
       // A database at the migration before the roll-ups, with rows in it.
-      const sqlite = new Database(path, { create: true, strict: true })
-      const db = drizzle(sqlite) as unknown as { dialect: { migrate(migrations: unknown[], session: unknown, config: unknown): void }; session: unknown }
-      const migrations = embeddedMigrations()
-      const rollups = migrations.findIndex((migration) => migration.sql.join('').includes('CREATE TABLE `usage_rollups`'))
-      expect(rollups).toBeGreaterThan(0)
-      db.dialect.migrate(migrations.slice(0, rollups), db.session, { migrationsFolder: 'db/migrations' })
+      const sqlite = databaseBefore(path, 'CREATE TABLE `usage_rollups`')
       const now = Date.UTC(2026, 10, 23, 9, 30)
       // Written before costs were recorded: each cost unknown.
       const before = rows(500, now, 5).map((row) => ({ ...row, costNanoUsd: null }))
@@ -243,12 +249,7 @@ describe('usage roll-ups', () => {
     const path = join(dir, 'router.db')
     try {
       // A database at the migration before nano-dollars, written as the build of that time wrote it.
-      const sqlite = new Database(path, { create: true, strict: true })
-      const db = drizzle(sqlite) as unknown as { dialect: { migrate(migrations: unknown[], session: unknown, config: unknown): void }; session: unknown }
-      const migrations = embeddedMigrations()
-      const nano = migrations.findIndex((migration) => migration.sql.join('').includes('ADD `cost_nano_usd`'))
-      expect(nano).toBeGreaterThan(0)
-      db.dialect.migrate(migrations.slice(0, nano), db.session, { migrationsFolder: 'db/migrations' })
+      const sqlite = databaseBefore(path, 'ADD `cost_nano_usd`')
       const now = Date.UTC(2026, 10, 23, 9, 30)
       // Costs as that build computed them: tokens at $0.30 and $1.20 per million, in USD (a float, not
       // always the exact decimal); here the same in whole nano-dollars. A quarter unpriced.

@@ -3,7 +3,11 @@ import { sseData } from '../sse/encode'
 import type { StreamPart } from '../stream-parts'
 import { writeChatUsage } from './convert-response'
 
-export function encodeChatStream(fallback: { id: string; model: string }): TransformStream<StreamPart, Uint8Array> {
+/**
+ * `withUsage` false: the usage chunk is left out (the router asked the upstream for usage on a
+ * limited key's stream; the client did not, CONTRACT §11); the finish chunk carries the attached fields then.
+ */
+export function encodeChatStream(fallback: { id: string; model: string }, withUsage = true): TransformStream<StreamPart, Uint8Array> {
   let id = fallback.id
   let model = fallback.model
   let created = Math.floor(Date.now() / 1000)
@@ -54,7 +58,7 @@ export function encodeChatStream(fallback: { id: string; model: string }): Trans
           // Attached fields (CONTRACT §7) are extra fields of the last chunk before [DONE].
           const last = part.extras
           const finishChunk = chunk({}, part.reason === 'refusal' ? 'content_filter' : part.reason)
-          if (part.usage) {
+          if (part.usage && withUsage) {
             controller.enqueue(sseData(finishChunk))
             controller.enqueue(sseData({ id, object: 'chat.completion.chunk', created, model, choices: [], usage: writeChatUsage(part.usage), ...last }))
           } else controller.enqueue(sseData(last ? { ...finishChunk, ...last } : finishChunk))

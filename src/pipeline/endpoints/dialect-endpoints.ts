@@ -49,7 +49,7 @@ export const chatDialect: ClientDialect<ChatRequest> = {
   // Reached for a reply in another kind (the responses-only gateway kind), or one the stages changed.
   writeReply: (_context, _deps, reply, _parsed, served) =>
     writeChatCompletion(served.replyKind === 'response' ? { ...reply, id: reply.id ? `chatcmpl-${reply.id}` : `chatcmpl-${crypto.randomUUID()}`, model: reply.model || served.step.model } : reply),
-  encodeStream: (context, _deps, parsed) => encodeChatStream({ id: `chatcmpl-${context.requestId}`, model: parsed.model }),
+  encodeStream: (context, _deps, parsed) => encodeChatStream({ id: `chatcmpl-${context.requestId}`, model: parsed.model }, !context.limited?.hidesUsage),
 }
 
 const noSiblings: StageSiblings = Object.freeze({ adRequest: undefined, linkRequest: undefined })

@@ -410,7 +410,7 @@ export class KeyLimiter {
       if (countable && window.used < window.limit && window.used + worst <= window.limit) continue
       const cap = `${dollars(window.limit)} per UTC ${window.name === 'usd-day' ? 'day' : 'month'}`
       const message = !countable
-        ? `This request's worst-case cost is beyond what a spend cap can count (its output-token bound is too large): this key's spend cap is ${cap}.`
+        ? `This request's worst-case cost is beyond what a spend cap can count (an output-token bound or n far too large): this key's spend cap is ${cap}.`
         : window.used >= window.limit
           ? `This key's spend cap of ${cap} is reached.`
           : `This request's worst-case cost (${dollars(worst)}) does not fit under this key's spend cap of ${cap}: ${dollars(window.limit - window.used)} is left, counting requests still running. Ask for fewer output tokens (max_tokens) or retry later.`

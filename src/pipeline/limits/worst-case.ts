@@ -49,15 +49,9 @@ const unboundedParts = new Set(['file', 'input_file', 'document', 'video_url', '
 /** Request fields that name content held elsewhere. */
 const elsewhere = ['previous_response_id', 'conversation', 'prompt'] as const
 
-function textBytes(text: string): number {
-  // Most texts are ASCII: their length is their byte count, with no call into the runtime.
-  for (let index = 0; index < text.length; index++) if (text.charCodeAt(index) > 0x7f) return Buffer.byteLength(text, 'utf8')
-  return text.length
-}
-
 function walk(value: unknown, measure: PromptMeasure) {
   if (typeof value === 'string') {
-    measure.bytes += textBytes(value) + 3
+    measure.bytes += Buffer.byteLength(value, 'utf8') + 3
     return
   }
   if (typeof value !== 'object' || value === null) {
