@@ -100,3 +100,29 @@ export function parseCallerAddress(text: string | undefined): ParsedAddress | un
     return undefined
   }
 }
+
+/**
+ * Whether a socket peer may be a reverse proxy whose forwarding headers (`Fly-Client-IP`,
+ * `X-Forwarded-For`) are believed under RT_TRUST_PROXY=1: loopback, or an address of the private IPv4
+ * networks (10/8, 172.16/12, 192.168/16), where proxies sit beside a service. Never an IPv6 peer
+ * but loopback: on fly.io its proxy connects to a machine over the machine's IPv4 interface (from
+ * 172.16.0.0/12; an app must listen on 0.0.0.0 to be reachable by fly-proxy), while the
+ * organisation's private network, whose machines can connect to it directly, is IPv6 (6PN,
+ * fdaa::/16): such a machine cannot pass for the proxy and set the caller's address.
+ */
+export function isProxyPeer(address: string | undefined): boolean {
+  if (!address) return false
+  let parsed: ParsedAddress
+  try {
+    parsed = ipaddr.parse(address)
+  } catch {
+    return false
+  }
+  if (parsed.kind() === 'ipv6') {
+    const ipv6 = parsed as ipaddr.IPv6
+    if (!ipv6.isIPv4MappedAddress()) return ipv6.range() === 'loopback'
+    parsed = ipv6.toIPv4Address()
+  }
+  const range = parsed.range()
+  return range === 'loopback' || range === 'private'
+}

@@ -43,7 +43,8 @@ export async function startTestServer(environment: Record<string, string> = {}):
   const created = createWorkspace(runtime, 'default')
   const app = buildApp(runtime)
   const server = Bun.serve({
-    hostname: '127.0.0.1',
+    // `HOST` as the service reads it ('::' listens on IPv6 and IPv4 alike); loopback otherwise.
+    hostname: environment.HOST ?? '127.0.0.1',
     port: 0,
     development: false,
     routes: dashboardPageRoutes(config),

@@ -684,6 +684,26 @@ describe('the decisioner: the decision call', () => {
   })
 })
 
+describe('the decisioner: a long override no catalog lists', () => {
+  test('a 300- or 600-character model of the key`s list that no catalog lists is used as routing would send it: whole, to the picked target; the header cut to 500 characters', async () => {
+    await using env = await startDecisionerEnv()
+    // The catalogs list the inbound model only: the override is forwarded untouched, as the rule would forward it.
+    for (const gateway of [A, B, C]) seedCatalog(env.server, gateway, { [MODEL]: null })
+    for (const length of [300, 600]) {
+      const longModel = `vendor/${'o'.repeat(length - 7)}`
+      scriptDecider(env.mocks[DECIDER]!, { target: { [A]: 0.15, [B]: 0.8, [C]: 0.05 }, model: { [MODEL]: 0.1, [longModel]: 0.9 } })
+      const key = await decisionerKey(env, [A, B, C], { objective: 'capability', allow_model_override: true, models: [longModel] })
+      const result = await chat(env.server, key.secret)
+      expect(result.status).toBe(200)
+      expect(result.headers.get('x-router-provider')).toBe(B)
+      expect(chatCalls(env.mocks[B]!).at(-1)!.body.model).toBe(longModel)
+      const header = decisionerHeader(result)!
+      expect(header.length).toBeLessThanOrEqual(500)
+      expect(header).toStartWith(`pick:${B};model:vendor/ooo`)
+    }
+  })
+})
+
 describe('the decisioner: reading the answer, and the fallbacks of a pick', () => {
   test("the top option is the most probable one, whatever the answer field names", async () => {
     await using env = await startDecisionerEnv()

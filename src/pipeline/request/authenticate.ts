@@ -5,7 +5,7 @@
  */
 import { timingSafeEqual } from 'node:crypto'
 import { RouterError } from '../../errors/router-error'
-import { parseCallerAddress } from '../../net/ip-allowlist'
+import { isProxyPeer, parseCallerAddress } from '../../net/ip-allowlist'
 import { bearerToken } from '../../management/workspaces'
 import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/snapshot'
 
@@ -77,13 +77,19 @@ export function authenticate(snapshot: Snapshot, token: string | undefined, call
   return { key, workspace, graceUntil: found.previous ? key.previous!.untilIso : undefined }
 }
 
-/** The caller address per RT_TRUST_PROXY (CONTRACT §4): Fly-Client-IP, else the first X-Forwarded-For entry. */
+/**
+ * The caller address per RT_TRUST_PROXY (CONTRACT §4): Fly-Client-IP, else the first X-Forwarded-For
+ * entry, when the socket's peer can be the proxy; else the peer's own address.
+ */
 export function callerAddress(headers: Headers, socketAddress: () => string | undefined, trustProxy: boolean): string | undefined {
-  if (trustProxy) {
+  const peer = socketAddress()
+  // The forwarding headers only from a peer that can be the proxy (net/ip-allowlist.ts isProxyPeer):
+  // anyone else who sends them is taken at its socket address.
+  if (trustProxy && isProxyPeer(peer)) {
     const fly = headers.get('fly-client-ip')
     if (fly) return fly.trim()
     const forwarded = headers.get('x-forwarded-for')
     if (forwarded) return forwarded.split(',')[0]!.trim()
   }
-  return socketAddress()
+  return peer
 }

@@ -255,9 +255,13 @@ export async function decide(context: AuthenticatedContext, deps: InferenceDeps,
   let override: string | undefined
   if (answers[1]) {
     const chosen = topChoice(answers[1])
-    // An override needs the same confidence, and a model the picked target can be sent.
-    const catalog = context.snapshot.catalogs.get(picked.gateway)
-    if (chosen.option !== model && chosen.p >= minConfidence && headerSafe(chosen.option) && (!catalog || spellingFor(catalog, chosen.option) !== undefined)) override = chosen.option
+    // An override needs the same confidence, and a model the picked target can be sent as routing
+    // sends one: its catalog's spelling, or the id as it is where no fresh catalog says otherwise (a
+    // model no catalog lists, however long its id, is forwarded untouched).
+    const now = Date.now()
+    const knownSomewhere = gatewaysListing(context.snapshot.catalogs, chosen.option, now).length > 0
+    const sendable = decideModel(context.snapshot.catalogs.get(picked.gateway), chosen.option, knownSomewhere, now).kind === 'send'
+    if (chosen.option !== model && chosen.p >= minConfidence && headerSafe(chosen.option) && sendable) override = chosen.option
   }
   return {
     header: header([
