@@ -12,7 +12,10 @@ import { ManagementError } from './management/errors'
 import { describeViolation } from './management/schemas'
 import { internalRoutes } from './api/internal'
 import { jsonResponse as json } from './http/json-response'
-import { parseTxid, reachTxid, readTxid, txidHeader } from './cluster/position'
+import { isWellFormedKey, parseTxid, PositionWatch, readTxid, txidHeader } from './cluster/position'
+import { authenticate, presentedKey } from './pipeline/request/authenticate'
+import { authenticateManagementKey, managementKeyPrefix } from './management/workspaces'
+import { RouterError } from './errors/router-error'
 import { recordPeer } from './api/peer-address'
 import { writesByRoute } from './api/admin/auth'
 
@@ -86,6 +89,7 @@ export function buildApp(deps: AppDeps): AnyElysia {
 export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
   const servesProxy = deps.config.role === 'all' || deps.config.role === 'proxy'
   const litefs = deps.config.litefsDir !== undefined
+  const positions = litefs ? new PositionWatch(deps.config.dbPath) : undefined
   const serve = (request: Request, server: { requestIP(request: Request): { address: string } | null }): Response | Promise<Response> => {
     if (servesProxy && isInferencePath(request.url)) {
       return handleProxyRequest(request, deps, () => server.requestIP(request)?.address)
@@ -109,18 +113,48 @@ export function createFetchHandler(app: AnyElysia, deps: AppDeps) {
   /**
    * Read-your-writes on a replica: a request showing a position this copy has not reached waits for
    * it (at most 5 s, then it goes to the primary), and a key this copy does not know (it may be
-   * that new) is asked of the primary rather than refused.
+   * that new) is asked of the primary rather than refused. The caller is known first: only a key this
+   * copy knows may wait (a well-formed one it does not know goes to the primary at once, anything
+   * else is answered here), one timer watches the position for every waiter, and beyond
+   * `maxTxidWaiters` a request goes to the primary at once (cluster/position.ts).
    */
   async function onReplica(request: Request, answer: () => Response | Promise<Response>): Promise<Response> {
+    const token = presentedToken(request)
     const wanted = parseTxid(request.headers.get(txidHeader))
-    if (wanted !== undefined && !(await reachTxid(deps.config.dbPath, wanted))) return deps.writer.replay() ?? answer()
+    if (wanted !== undefined) {
+      const caller = knownCaller(request, token)
+      if (caller === 'unknown') return deps.writer.replay() ?? answer()
+      if (caller === 'known') {
+        const waiting = positions!.reach(wanted)
+        const reached = waiting === true || (waiting !== 'full' && (await waiting))
+        if (!reached) return deps.writer.replay() ?? answer()
+      }
+    }
     const response = await answer()
-    if (response.status !== 401) return response
+    // Only a key in the form the service issues may be one the primary has and this copy not yet.
+    if (response.status !== 401 || !isWellFormedKey(token)) return response
     const replay = deps.writer.replay()
     if (!replay) return response
     // The refusal's own body is not read: its stream is let go.
     await response.body?.cancel().catch(() => undefined)
     return replay
+  }
+
+  /**
+   * Who presents the request, as far as waiting goes: `known` (a key this copy holds), `unknown` (a
+   * well-formed key it does not hold: the primary may), `none` (no key, or no key of ours: it is
+   * answered here, 401 where a key is needed).
+   */
+  function knownCaller(request: Request, token: string | undefined): 'known' | 'unknown' | 'none' {
+    if (!isWellFormedKey(token)) return 'none'
+    if (token!.startsWith(managementKeyPrefix)) return authenticateManagementKey(deps, token) ? 'known' : 'unknown'
+    try {
+      authenticate(deps.snapshots.current(), token, () => undefined, Date.now())
+      return 'known'
+    } catch (error) {
+      // Revoked, suspended, not allowed from here: this copy knows the key, whose answer it gives.
+      return error instanceof RouterError && error.code === 'invalid_api_key' ? 'unknown' : 'known'
+    }
   }
 
   async function withTxid(pending: Response | Promise<Response>): Promise<Response> {
@@ -152,6 +186,13 @@ export function isReplicaWrite(request: Request): boolean {
  */
 export function createErrorHandler(deps: AppDeps) {
   return (error: Error) => internalError(deps, error, 'unhandled_error')
+}
+
+/** The key a request presents: an inference key's headers (or `?key=` where the content shape takes it), or a management Bearer token. */
+function presentedToken(request: Request): string | undefined {
+  const url = request.url
+  const queryKey = url.includes('key=') ? new URL(url).searchParams.get('key') : null
+  return presentedKey(request.headers, queryKey)
 }
 
 /** `/v1…` or `/v1beta…` after the origin, without parsing the whole URL. */

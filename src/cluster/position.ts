@@ -29,15 +29,77 @@ export function parseTxid(value: string | null): bigint | undefined {
   return BigInt(`0x${value}`)
 }
 
-/** Waits until this node's copy of the database has reached `wanted`; false when 5 s passed first. */
-export async function reachTxid(dbPath: string, wanted: bigint, limitMs = txidWaitMs): Promise<boolean> {
-  const until = performance.now() + limitMs
-  for (;;) {
-    const own = readTxid(dbPath)
-    if (own !== undefined && BigInt(`0x${own}`) >= wanted) return true
-    if (performance.now() >= until) return false
-    await Bun.sleep(pollMs)
+/** The most requests a replica keeps waiting for its copy at once; beyond them, a request goes to the primary at once. */
+export const maxTxidWaiters = 1000
+
+interface Waiter {
+  wanted: bigint
+  until: number
+  done: (reached: boolean) => void
+}
+
+/**
+ * The requests waiting for this node's copy to reach a position: one timer reads the position for
+ * all of them (one small file read per tick, whatever the number of waiters), and only while any
+ * waits; a waiter leaves when the copy reached its position, or after `limitMs` without it. At most
+ * `maxWaiters` wait at once: `reach` says `full` to the next (the caller replays it on the primary),
+ * so no flood of requests can hold a replica's event loop or its memory.
+ */
+export class PositionWatch {
+  private readonly waiters = new Set<Waiter>()
+  private timer: ReturnType<typeof setInterval> | undefined
+
+  constructor(
+    private readonly dbPath: string,
+    private readonly options: { limitMs?: number; maxWaiters?: number; pollMs?: number; read?: (dbPath: string) => string | undefined } = {},
+  ) {}
+
+  private position(): bigint | undefined {
+    const own = (this.options.read ?? readTxid)(this.dbPath)
+    return own === undefined ? undefined : BigInt(`0x${own}`)
   }
+
+  /** Resolves `true` once the copy has reached `wanted`, `false` after the time limit; `full` at once when too many wait. */
+  reach(wanted: bigint): Promise<boolean> | 'full' | true {
+    const position = this.position()
+    if (position !== undefined && position >= wanted) return true
+    if (this.waiters.size >= (this.options.maxWaiters ?? maxTxidWaiters)) return 'full'
+    return new Promise<boolean>((resolve) => {
+      this.waiters.add({ wanted, until: performance.now() + (this.options.limitMs ?? txidWaitMs), done: resolve })
+      this.timer ??= setInterval(() => this.tick(), this.options.pollMs ?? pollMs)
+    })
+  }
+
+  /** How many wait now. */
+  get waiting(): number {
+    return this.waiters.size
+  }
+
+  private tick() {
+    const position = this.position()
+    const now = performance.now()
+    for (const waiter of this.waiters) {
+      const reached = position !== undefined && position >= waiter.wanted
+      if (!reached && now < waiter.until) continue
+      this.waiters.delete(waiter)
+      waiter.done(reached)
+    }
+    if (this.waiters.size === 0) this.stop()
+  }
+
+  stop() {
+    if (this.timer) clearInterval(this.timer)
+    this.timer = undefined
+  }
+}
+
+/**
+ * A key in the form the service issues (`rt_live_` or `rt_mgmt_` and 40 letters and digits), as a
+ * replica tells a key it may not know yet (replayed on the primary) from one that is no key at all
+ * (refused where it came).
+ */
+export function isWellFormedKey(token: string | undefined): boolean {
+  return token !== undefined && /^rt_(?:live|mgmt)_[A-Za-z0-9]{40}$/.test(token)
 }
 
 /**

@@ -487,15 +487,42 @@ describe('a demotion while serving', () => {
       expect(late.headers.get('fly-replay')).toBe('instance=primary-machine')
 
       // A key this copy does not know (perhaps created a moment ago on the primary): replayed, not 401.
-      const unknownKey = await fetch(`${server.baseUrl}/chat/completions`, {
-        method: 'POST',
-        headers: { authorization: 'Bearer rt_live_not-here-yet-0000000000000000', 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
-      })
+      const chatWith = (authorization: string, headers: Record<string, string> = {}) =>
+        fetch(`${server.baseUrl}/chat/completions`, {
+          method: 'POST',
+          headers: { authorization, 'content-type': 'application/json', ...headers },
+          body: JSON.stringify({ model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }),
+        })
+      const notHereYet = `rt_live_${'N'.repeat(40)}`
+      const unknownKey = await chatWith(`Bearer ${notHereYet}`)
       expect(unknownKey.status).toBe(409)
       expect(unknownKey.headers.get('fly-replay')).toBe('instance=primary-machine')
-      const unknownManagementKey = await fetch(`${server.rootUrl}/api/v1/keys`, { headers: { authorization: 'Bearer rt_mgmt_not-here-yet' } })
+      const unknownManagementKey = await fetch(`${server.rootUrl}/api/v1/keys`, { headers: { authorization: `Bearer rt_mgmt_${'N'.repeat(40)}` } })
       expect(unknownManagementKey.status).toBe(409)
+      // Something that is no key of ours is refused here, never handed to the primary.
+      for (const token of ['rt_live_not-here-yet-0000000000000000', 'sk-something-else', `rt_live_${'N'.repeat(39)}`]) {
+        const refused = await chatWith(`Bearer ${token}`)
+        expect([token, refused.status, refused.headers.get('fly-replay')]).toEqual([token, 401, null])
+      }
+      expect((await fetch(`${server.rootUrl}/api/v1/keys`, { headers: { authorization: 'Bearer rt_mgmt_not-here-yet' } })).status).toBe(401)
+
+      // A position shown by a caller this copy cannot vouch for costs the replica no wait: without a
+      // key, or with no key of ours, the answer is given here at once; a well-formed key it does not
+      // know goes to the primary at once.
+      const far = shown('ffffffffffffffff')
+      for (const [authorization, status] of [
+        [undefined, 401],
+        ['Bearer rt_live_garbage', 401],
+        [`Bearer ${notHereYet}`, 409],
+      ] as const) {
+        const started = performance.now()
+        const answered = authorization ? await chatWith(authorization, far) : await fetch(`${server.baseUrl}/chat/completions`, { method: 'POST', headers: far, body: '{}' })
+        expect([authorization, answered.status]).toEqual([authorization, status])
+        expect(performance.now() - started).toBeLessThan(1000)
+      }
+      const managementUnknown = performance.now()
+      expect((await fetch(`${server.rootUrl}/api/v1/keys`, { headers: { ...far } })).status).toBe(401)
+      expect(performance.now() - managementUnknown).toBeLessThan(1000)
     } finally {
       await onCleanup()
       rmSync(litefs, { recursive: true, force: true })
