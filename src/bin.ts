@@ -13,7 +13,8 @@ const usage = `usage: router serve [--help]       start the service (environment
 const [command, ...rest] = process.argv.slice(2)
 if (command === 'serve') {
   const { serve } = await import('./main')
-  await serve(rest)
+  // Its --help says how the one file starts, not how ./scripts/start gets Bun and dependencies.
+  await serve(rest, 'binary')
 } else if (command === 'cli') {
   const { runCli } = await import('./cli/index')
   process.exit(await runCli(rest))

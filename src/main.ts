@@ -1,64 +1,25 @@
 /** The service process: config → storage (+migrate, master key check) → app → role duties (cluster/node.ts) → listen → first-start workspace; SIGTERM drains. */
 import { parseArgs } from 'node:util'
-import { environmentVariables, loadConfig } from './config/env'
+import { loadConfig } from './config/env'
 import { upstreamConcurrency, wantedUpstreamConcurrency } from './gateways/concurrency'
 import { requestJournalDirectory } from './storage/request-journal'
+import { startCommand, startHelp, type StartProgram } from './start-help'
 
 class StartupError extends Error {}
-
-/** The environment table of `--help`: names in a column, meanings wrapped to 100 characters. */
-function environmentHelp(): string {
-  const width = 24
-  const indent = ' '.repeat(width + 3)
-  return environmentVariables
-    .map(([name, meaning]) => {
-      const lines: string[] = []
-      let line = ''
-      for (const word of meaning.split(' ')) {
-        if (line && indent.length + line.length + 1 + word.length > 100) {
-          lines.push(line)
-          line = word
-        } else line = line ? `${line} ${word}` : word
-      }
-      lines.push(line)
-      const head = name.length <= width ? `  ${name.padEnd(width)} ` : `  ${name}\n${indent}`
-      return head + lines.join(`\n${indent}`)
-    })
-    .join('\n')
-}
-
-const startHelp = `usage: ./scripts/start [--help]
-
-Gets Bun when it is not on PATH (from the npm registry into .tools/), installs the production
-dependencies (bun install --frozen-lockfile --production), applies the database migrations and
-serves the router in one process. It takes no other arguments: environment variables configure it.
-
-The first start on an empty database creates the workspace "default" and writes its full-access
-management key once, to stderr, on a line of its own: "management key: rt_mgmt_…".
-Stdout carries one JSON log line per event; when the service is ready, the "listening" line's
-message says "listening on <url> (role <role>)". A port already in use is an error (exit 1).
-SIGTERM or SIGINT: stop accepting, let requests in flight finish (up to 30 s), exit 0.
-
-Environment:
-${environmentHelp()}
-
-Set-up (scripts only):
-  RT_SKIP_INSTALL=1        skip the dependency install
-`
 
 function isAddressInUse(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === 'EADDRINUSE'
 }
 
-async function main(args: readonly string[]) {
+async function main(args: readonly string[], program: StartProgram) {
   let help: boolean | undefined
   try {
     help = parseArgs({ args: [...args], options: { help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values.help
   } catch (error) {
-    throw new StartupError(`${error instanceof Error ? error.message : String(error)}: the service takes no arguments but --help; environment variables configure it (./scripts/start --help)`)
+    throw new StartupError(`${error instanceof Error ? error.message : String(error)}: the service takes no arguments but --help; environment variables configure it (${startCommand[program]} --help)`)
   }
   if (help) {
-    process.stdout.write(startHelp)
+    process.stdout.write(startHelp(program))
     return
   }
   const config = loadConfig()
@@ -81,7 +42,10 @@ async function main(args: readonly string[]) {
   if (concurrency < wantedUpstreamConcurrency) {
     logger.warn('upstream_concurrency_limited', {
       limit: concurrency,
-      message: `At most ${concurrency} upstream requests can be open at once (BUN_CONFIG_MAX_HTTP_REQUESTS): more wait in a queue. Start the service with ./scripts/start, or set BUN_CONFIG_MAX_HTTP_REQUESTS=${wantedUpstreamConcurrency} before Bun starts.`,
+      message:
+        program === 'binary'
+          ? `At most ${concurrency} upstream requests can be open at once (BUN_CONFIG_MAX_HTTP_REQUESTS): more wait in a queue. Set BUN_CONFIG_MAX_HTTP_REQUESTS=${wantedUpstreamConcurrency} in the environment router serve starts in.`
+          : `At most ${concurrency} upstream requests can be open at once (BUN_CONFIG_MAX_HTTP_REQUESTS): more wait in a queue. Start the service with ./scripts/start, or set BUN_CONFIG_MAX_HTTP_REQUESTS=${wantedUpstreamConcurrency} before Bun starts.`,
     })
   }
   if (runtime.masterKeyCreated) {
@@ -177,9 +141,12 @@ async function main(args: readonly string[]) {
   process.stdout.write(JSON.stringify(listening) + '\n')
 }
 
-/** Starts the service (`./scripts/start`, `router serve`); a start that fails writes `startup_failed` and exits 1. */
-export function serve(args: readonly string[]): Promise<void> {
-  return main(args).catch((error) => {
+/**
+ * Starts the service (`./scripts/start`, or `router serve` of the one-file program: `program` says
+ * which, for its --help); a start that fails writes `startup_failed` and exits 1.
+ */
+export function serve(args: readonly string[], program: StartProgram = 'script'): Promise<void> {
+  return main(args, program).catch((error) => {
     const message = error instanceof Error ? error.message : String(error)
     process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level: 'error', event: 'startup_failed', message }) + '\n')
     process.exit(1)

@@ -19,6 +19,7 @@ export type GatewayRead =
   /** SPEC: right after submission the gateway may not see the batch yet. */
   | { kind: 'invisible' }
   | { kind: 'refused'; answer: GatewayAnswer }
+  /** `upstreamBatch`: the gateway's object as it came (scrub what of it is relayed). */
   | { kind: 'read'; answer: GatewayAnswer; row: BatchRow; upstreamBatch: Record<string, unknown>; finished: boolean }
 
 /** A gateway that cannot be reached (or does not answer within `timeoutMs`) rejects with GatewayUnreachable. */
@@ -32,9 +33,11 @@ export async function readGatewayBatch(
   const answer = await deps.upstream.read(provider, { path: `/batches/${encodeURIComponent(row.upstreamId!)}`, signal }, timeoutMs)
   if (answer.status === 404 && row.status === 'validating') return { kind: 'invisible' }
   if (!answer.ok) return { kind: 'refused', answer }
-  const upstreamBatch = parseJson(answer.text)
+  // Read as it came: its id, state and counts are kept (a scrubbed copy would change an id holding
+  // 8 characters of the secret); what is relayed of it is scrubbed where it leaves.
+  const upstreamBatch = parseJson(answer.raw)
   if (!isObject(upstreamBatch)) throw new UnreadableBatch(`the gateway ${provider.gateway.id} answered with something that is not a batch object`)
   const now = Date.now()
-  const finished = deps.repositories.batches.applyProgress(row.id, progressFromUpstream(upstreamBatch, now, row.requestTotal), (next) => notificationsFor(deps.repositories, next, now))
+  const finished = deps.repositories.batches.applyProgress(row.id, progressFromUpstream(upstreamBatch, now, row.requestTotal, provider.secret), (next) => notificationsFor(deps.repositories, next, now))
   return { kind: 'read', answer, row: deps.repositories.batches.get(row.id)!, upstreamBatch, finished }
 }

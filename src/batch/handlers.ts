@@ -5,6 +5,7 @@
  */
 import { RouterError } from '../errors/router-error'
 import { GatewayUnreachable, type GatewayAnswer } from '../gateways/client'
+import { scrubSecretInValue } from '../gateways/scrub-secret'
 import type { AuthenticatedContext } from '../pipeline/request/context'
 import { finishJson } from '../pipeline/answer/finish'
 import { setRoutingHeaders } from '../pipeline/answer/respond'
@@ -58,7 +59,8 @@ async function readUpstream(context: AuthenticatedContext, deps: InferenceDeps, 
   if (read.kind === 'invisible') return { kind: 'read', row, results: null }
   setRoutingHeaders(context, provider.gateway.id, [], read.answer.headers, provider.secret)
   if (read.kind === 'refused') return { kind: 'relay', response: relayUpstreamError(context, deps, provider, read.answer) }
-  return { kind: 'read', row: read.row, results: read.row.status === 'completed' ? normalizeResults(read.upstreamBatch.results) : null }
+  // The results leave the service: scrubbed of the provider secret (the batch object was read raw).
+  return { kind: 'read', row: read.row, results: read.row.status === 'completed' ? scrubSecretInValue(normalizeResults(read.upstreamBatch.results), provider.secret) : null }
 }
 
 async function getBatch(context: AuthenticatedContext, deps: InferenceDeps, request: Request, id: string): Promise<Response> {

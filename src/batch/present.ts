@@ -2,6 +2,7 @@
  * The batch object of SPEC "Batch object", from a batch row and, when the gateway was just read, its
  * own batch object; and what a gateway's batch object says, as a row update.
  */
+import { scrubSecretInValue } from '../gateways/scrub-secret'
 import { isObject } from '../http/read-body'
 import { batchStatuses, isTerminalStatus, type BatchProgress, type BatchRow, type BatchStatus } from '../storage/repositories/batches'
 
@@ -10,8 +11,12 @@ type Json = Record<string, unknown>
 const count = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.floor(value) : 0)
 const unixSeconds = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.floor(value) : null)
 
-/** The row update a gateway's batch object gives. An unknown status is read as still validating. */
-export function progressFromUpstream(upstream: Json, nowMs: number, fallbackTotal: number): BatchProgress {
+/**
+ * The row update a gateway's batch object gives. An unknown status is read as still validating.
+ * `upstream` is the object as the gateway sent it; its error, kept to be shown (the batch object,
+ * webhooks), is stored scrubbed of `secret`, the provider secret.
+ */
+export function progressFromUpstream(upstream: Json, nowMs: number, fallbackTotal: number, secret: string | undefined): BatchProgress {
   const status: BatchStatus = (batchStatuses as readonly string[]).includes(upstream.status as string) ? (upstream.status as BatchStatus) : 'validating'
   const counts = isObject(upstream.request_counts) ? upstream.request_counts : {}
   const usage = isObject(upstream.usage) ? upstream.usage : undefined
@@ -23,7 +28,7 @@ export function progressFromUpstream(upstream: Json, nowMs: number, fallbackTota
     requestCompleted: count(counts.completed),
     requestFailed: count(counts.failed),
     cost,
-    error: isObject(upstream.error) ? JSON.stringify(upstream.error) : null,
+    error: isObject(upstream.error) ? JSON.stringify(scrubSecretInValue(upstream.error, secret)) : null,
     finalizedAt: terminal ? (unixSeconds(upstream.finalized_at) ?? unixSeconds(upstream.completed_at) ?? Math.floor(nowMs / 1000)) : null,
     refreshedAt: nowMs,
   }

@@ -18,6 +18,7 @@ import type { JobProgress } from '../scheduler/jobs'
 import type { BatchRow } from '../storage/repositories/batches'
 import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 import { parseJson } from '../dialects/sse/decode'
+import { scrubSecret } from '../gateways/scrub-secret'
 import { isObject } from '../http/read-body'
 import { deliverNewRows } from './deliver'
 import { readGatewayBatch } from './gateway-read'
@@ -27,9 +28,10 @@ const readTimeoutMs = 30_000
 const unconfirmedLifetimeS = 24 * 3600
 const staleSubmitS = 3600
 
+/** A gateway's JSON answer as it came: the ids in it are kept (scrub what of it is logged). */
 async function getJson(runtime: Runtime, provider: ProviderEntry, suffix: string): Promise<{ status: number; body: unknown }> {
   const answer = await runtime.upstream.read(provider, { path: suffix }, readTimeoutMs)
-  return { status: answer.status, body: parseJson(answer.text) }
+  return { status: answer.status, body: parseJson(answer.raw) }
 }
 
 async function refreshOne(runtime: Runtime, row: BatchRow, provider: ProviderEntry): Promise<'unchanged' | 'updated' | 'finished' | 'not-visible'> {
@@ -53,8 +55,8 @@ async function reconcile(runtime: Runtime, row: BatchRow, provider: ProviderEntr
       return item.endpoint === row.endpoint && item.model === row.upstreamModel && counts.total === row.requestTotal && created >= row.createdAt - 60
     })
     if (match) {
-      runtime.repositories.batches.confirm(row.id, match.id as string, progressFromUpstream(match, Date.now(), row.requestTotal), row.reservedNanoUsd)
-      runtime.logger.info('batch_adopted', { batch_id: row.id, upstream_id: match.id })
+      runtime.repositories.batches.confirm(row.id, match.id as string, progressFromUpstream(match, Date.now(), row.requestTotal, provider.secret), row.reservedNanoUsd)
+      runtime.logger.info('batch_adopted', { batch_id: row.id, upstream_id: scrubSecret(match.id as string, provider.secret) })
       return 'adopted'
     }
   }

@@ -312,7 +312,6 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     // The gateway may answer (an error) before the body is all sent: the rest is not read.
     if (!uploaded) reader.cancel().catch(() => {})
     const upstream = await readAnswer(target.provider, response)
-    const text = upstream.text
     clearTimeout(confirmTimer)
     context.upstreamWaitMs += performance.now() - started
     if (!upstream.ok) {
@@ -321,7 +320,9 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     }
     let confirmed: Record<string, unknown> | undefined
     try {
-      const value = JSON.parse(text) as unknown
+      // Read as it came: the batch id in it is kept (scrubbed, an id holding 8 characters of the
+      // secret would no longer name the gateway's batch); a refusal above is relayed scrubbed.
+      const value = JSON.parse(upstream.raw) as unknown
       if (typeof value === 'object' && value !== null && typeof (value as { id?: unknown }).id === 'string') confirmed = value as Record<string, unknown>
     } catch {
       // handled below
@@ -332,7 +333,7 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
       throw new RouterError('upstream_timeout', `The gateway ${target.provider.gateway.id} took the batch but its answer named no batch id. It may still exist: check the batch list before resubmitting.`)
     }
     setRoutingHeaders(context, target.provider.gateway.id, [], upstream.headers, target.provider.secret)
-    const progress = progressFromUpstream(confirmed, Date.now(), sent)
+    const progress = progressFromUpstream(confirmed, Date.now(), sent, target.provider.secret)
     deps.repositories.batches.confirm(batchId, confirmed.id as string, progress, spend?.hold() ?? null)
     const row = deps.repositories.batches.get(batchId)!
     // SPEC: the submit answers 202 with the batch in `validating` (queued, not finished).

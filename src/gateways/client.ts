@@ -3,7 +3,9 @@
  * routed attempts, model listings, the decisioner's decision call, Responses retrieval and every
  * Batch API call. It owns the URL (the provider's base URL + the call's path), the stored secret in
  * the gateway's auth header, the forwarding allowlist, the parameters a gateway rejects, time limits
- * and abort, and keeps the provider secret out of whatever of an answer may be relayed.
+ * and abort; it never follows a redirect (the secret goes to the configured gateway only), and keeps
+ * the provider secret out of whatever of an answer may be relayed or logged, while what the router
+ * keeps of an answer (a batch id, a state) is read from the answer as it came.
  */
 import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 import { scrubSecret } from './scrub-secret'
@@ -25,12 +27,21 @@ export interface GatewayCall {
   signal?: AbortSignal
 }
 
-/** A call's whole answer, read under a time limit: what of it may leave the service. */
+/**
+ * A call's whole answer, read under a time limit: the body as it came, for what the router keeps and
+ * uses, and the scrubbed copy, for whatever of it leaves the service.
+ */
 export interface GatewayAnswer {
   status: number
   ok: boolean
-  /** The body, with the provider secret scrubbed out. */
+  /** The body, with the provider secret scrubbed out: the copy that may be relayed or logged. */
   text: string
+  /**
+   * The body as the gateway sent it, for what the router keeps and reads (a batch id, a state, a
+   * count): scrubbing would change an id that happens to hold 8 characters of the secret (a gateway's
+   * name in both), and the id would no longer name the gateway's object. Never relayed or logged.
+   */
+  raw: string
   /** The headers that may reach a client (content type, rate limits, Retry-After), scrubbed. */
   headers: Headers
 }
@@ -106,10 +117,20 @@ export function omitParameters(body: Record<string, unknown>, provider: Pick<Gat
   return copy
 }
 
-/** A gateway's answer read whole: its status, the text scrubbed of the provider secret and the relayable headers. */
+/** A gateway's answer read whole: its status, the body as it came and scrubbed of the provider secret, and the relayable headers. */
 export async function readAnswer(provider: Pick<GatewayAccess, 'secret'>, response: Response): Promise<GatewayAnswer> {
-  const text = await response.text()
-  return { status: response.status, ok: response.ok, text: scrubSecret(text, provider.secret), headers: relayableHeaders(response.headers, provider.secret) }
+  const raw = await response.text()
+  // Scrubbed when first asked for: a batch's results, read raw and scrubbed where relayed, are not scrubbed twice.
+  let scrubbed: string | undefined
+  return {
+    status: response.status,
+    ok: response.ok,
+    get text() {
+      return (scrubbed ??= scrubSecret(raw, provider.secret))
+    },
+    raw,
+    headers: relayableHeaders(response.headers, provider.secret),
+  }
 }
 
 export class UpstreamClient {
@@ -131,16 +152,20 @@ export class UpstreamClient {
     } else headers = hasBody && provider.postHeaders ? provider.postHeaders[call.stream ? 'stream' : 'json'] : authHeaders(provider, accept, hasBody)
     const method = call.method ?? (hasBody ? 'POST' : 'GET')
     const url = provider.baseUrl + call.path
-    // One object literal per shape (no property added after the fact): the hot path is a POST of bytes or JSON.
-    if (call.bytes instanceof ReadableStream) return this.fetch(url, { method, headers, body: call.bytes, signal: call.signal, duplex: 'half' } as RequestInit)
+    // Redirects are never followed (`redirect: 'manual'`): fetch would resend the secret to the
+    // Location, and it drops only Authorization across origins, never a gateway's own key header
+    // (x-portkey-api-key …). A 3xx comes back as the gateway's answer, a failure like any non-2xx
+    // (classify-failure.ts). One object literal per shape (no property added after the fact): the
+    // hot path is a POST of bytes or JSON.
+    if (call.bytes instanceof ReadableStream) return this.fetch(url, { method, headers, body: call.bytes, signal: call.signal, redirect: 'manual', duplex: 'half' } as RequestInit)
     const body = call.bytes ?? (call.body !== undefined ? JSON.stringify(omitParameters(call.body, provider)) : undefined)
-    return this.fetch(url, { method, headers, body, signal: call.signal })
+    return this.fetch(url, { method, headers, body, signal: call.signal, redirect: 'manual' })
   }
 
   /**
    * Sends a call and reads its whole answer within `timeoutMs` (and the caller's signal): the status,
-   * the scrubbed text and the relayable headers. A gateway that cannot be reached or does not answer
-   * in time throws GatewayUnreachable.
+   * the body as it came and scrubbed, and the relayable headers. A gateway that cannot be reached or
+   * does not answer in time throws GatewayUnreachable.
    */
   async read(provider: GatewayAccess, call: GatewayCall, timeoutMs: number): Promise<GatewayAnswer> {
     const limit = AbortSignal.timeout(Math.max(1, timeoutMs))

@@ -87,3 +87,39 @@ export function scrubSecret(text: string, secret: string | undefined): string {
   scrubbed += text.slice(copiedTo, open) + redacted + text.slice(openEnd)
   return scrubbed
 }
+
+/**
+ * A parsed JSON value with `scrubSecret` applied to every string in it (names and values): for a
+ * part of an answer read raw, because the router keeps other parts of it, that is then relayed or
+ * stored to be shown (a batch's results, its error). The value itself is not changed; what holds no
+ * trace of the secret is returned as it is.
+ */
+export function scrubSecretInValue<T>(value: T, secret: string | undefined): T {
+  if (!secret) return value
+  return scrubValue(value, secret) as T
+}
+
+function scrubValue(value: unknown, secret: string): unknown {
+  if (typeof value === 'string') return scrubSecret(value, secret)
+  if (typeof value !== 'object' || value === null) return value
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined
+    for (let index = 0; index < value.length; index++) {
+      const item = value[index]
+      const scrubbed = scrubValue(item, secret)
+      if (scrubbed !== item) (copy ??= value.slice())[index] = scrubbed
+    }
+    return copy ?? value
+  }
+  let copy: Record<string, unknown> | undefined
+  const entries = Object.entries(value as Record<string, unknown>)
+  for (const [name, item] of entries) {
+    const scrubbedName = scrubSecret(name, secret)
+    const scrubbed = scrubValue(item, secret)
+    if (scrubbedName === name && scrubbed === item) continue
+    copy ??= { ...(value as Record<string, unknown>) }
+    if (scrubbedName !== name) delete copy[name]
+    copy[scrubbedName] = scrubbed
+  }
+  return copy ?? value
+}

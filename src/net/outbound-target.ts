@@ -41,19 +41,53 @@ const rangeNames: Record<string, string> = {
   broadcast: 'the broadcast address',
 }
 
+/** IPv6's global unicast space (RFC 4291 §2.4; IANA): every public IPv6 address is in it. */
+const globalUnicast = ipaddr.parseCIDR('2000::/3')
+
+/** `::a.b.c.d`: the dotted form of an IPv4-compatible address, which ipaddr.js reads as IPv4-mapped. */
+const dottedCompatible = /^::(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})(%.*)?$/
+
+/**
+ * The kind of an IPv4-compatible IPv6 address (`::/96`, deprecated by RFC 4291 §2.5.5.1; `::` and
+ * `::1` are ranges of their own): named after the IPv4 address it embeds when that one is not
+ * public (`::7f00:1` is 127.0.0.1), and refused as deprecated when it is, since no public host has
+ * one and a stack that still maps them would reach the IPv4 address.
+ */
+function compatibleKind(embedded: ipaddr.IPv4): string {
+  const range = embedded.range()
+  const named = range === 'unicast' ? undefined : (rangeNames[range] ?? `a non-public address (${range})`)
+  return named ? `${named}, ${embedded.toString()} written as an IPv4-compatible IPv6 address` : `a deprecated IPv4-compatible IPv6 address (::/96, embedding ${embedded.toString()})`
+}
+
 /**
  * Undefined for a public unicast address, else the kind of address it is (loopback, private,
  * link-local, unique-local, metadata, reserved and every other special range). An IPv4 address
- * written as IPv6 (::ffff:127.0.0.1) is judged as IPv4; text that is no address is refused too.
+ * written as IPv6 (::ffff:127.0.0.1) is judged as IPv4; an IPv4-compatible one (::7f00:1,
+ * ::127.0.0.1) is refused, named after the address it embeds; an IPv6 address outside global
+ * unicast (2000::/3) is not public, NAT64's 64:ff9b::/96 among them; text that is no address is
+ * refused too.
  */
 export function nonPublicKind(text: string): string | undefined {
+  const dotted = dottedCompatible.exec(text)
+  if (dotted && ipaddr.IPv4.isValidFourPartDecimal(dotted[1]!)) return compatibleKind(ipaddr.IPv4.parse(dotted[1]!))
   let address: ipaddr.IPv4 | ipaddr.IPv6
   try {
     address = ipaddr.parse(text)
   } catch {
     return 'not an IP address'
   }
-  if (address.kind() === 'ipv6' && (address as ipaddr.IPv6).isIPv4MappedAddress()) address = (address as ipaddr.IPv6).toIPv4Address()
+  if (address.kind() === 'ipv6') {
+    const ipv6 = address as ipaddr.IPv6
+    if (ipv6.isIPv4MappedAddress()) address = ipv6.toIPv4Address()
+    else {
+      const range = ipv6.range()
+      const parts = ipv6.parts
+      if (range === 'unicast' && parts.slice(0, 6).every((part) => part === 0)) {
+        return compatibleKind(ipaddr.IPv4.parse(`${parts[6]! >> 8}.${parts[6]! & 255}.${parts[7]! >> 8}.${parts[7]! & 255}`))
+      }
+      if (range === 'unicast' && !ipv6.match(globalUnicast)) return 'an IPv6 address outside global unicast (2000::/3)'
+    }
+  }
   const range = address.range()
   if (range === 'unicast') return undefined
   return rangeNames[range] ?? `a non-public address (${range})`

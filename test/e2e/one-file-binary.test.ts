@@ -64,6 +64,11 @@ describe('the one-file program', () => {
       const help = Bun.spawnSync([binary, '--help'], { cwd })
       expect(help.exitCode).toBe(0)
       expect(help.stdout.toString()).toContain('router serve')
+      // The program's own start, not ./scripts/start's (Bun from npm, the install): test/unit/start-help.test.ts.
+      const serveHelp = Bun.spawnSync([binary, 'serve', '--help'], { cwd })
+      expect(serveHelp.exitCode).toBe(0)
+      expect(serveHelp.stdout.toString().startsWith('usage: router serve [--help]\n\nServes the router in one process from this one file')).toBe(true)
+      expect(serveHelp.stdout.toString()).not.toContain('RT_SKIP_INSTALL')
       const wrong = Bun.spawnSync([binary, 'nonsense'], { cwd })
       expect(wrong.exitCode).toBe(1)
       expect(wrong.stderr.toString()).toContain("unknown command 'nonsense'")

@@ -30,6 +30,8 @@ export interface BatchGatewayOptions {
   discardItems?: boolean
   /** Answer the submit with this status and body instead. */
   refuseWith?: { status: number; body: unknown }
+  /** The start of every batch id it issues (default `gwb_`). */
+  idPrefix?: string
 }
 
 export interface BatchGateway {
@@ -100,7 +102,7 @@ export async function startBatchGateway(options: BatchGatewayOptions = {}): Prom
           }
           total = items.length
         }
-        const id = `gwb_${++sequence}`
+        const id = `${gateway.options.idPrefix ?? 'gwb_'}${++sequence}`
         const batch: MockBatch = {
           id,
           object: 'batch',

@@ -55,6 +55,68 @@ describe('nonPublicKind', () => {
   }
 })
 
+describe('IPv4 addresses written as IPv6 (issue 37 item 5)', () => {
+  // IPv4-compatible (::/96, deprecated): refused, named after the address it embeds when that is
+  // not public, and as deprecated when it is. A resolver answers in the hex form, a URL is written
+  // in the hex form by the URL parser, and the dotted form is what ipaddr.js misreads as mapped.
+  const refused: [string, RegExp][] = [
+    ['::7f00:1', /^a loopback address, 127\.0\.0\.1 written as an IPv4-compatible IPv6 address$/],
+    ['::127.0.0.1', /loopback/],
+    ['0:0:0:0:0:0:127.0.0.1', /loopback/],
+    ['::a00:1', /private/],
+    ['::10.0.0.1', /private/],
+    ['::c0a8:101', /private/],
+    ['::a9fe:a9fe', /link-local/],
+    ['::169.254.169.254', /link-local/],
+    ['::6464:64c8', /carrier-grade NAT/],
+    ['::808:808', /deprecated IPv4-compatible/],
+    ['::8.8.8.8', /deprecated IPv4-compatible/],
+    // IPv4-mapped is judged as the IPv4 address, in either spelling.
+    ['::ffff:7f00:1', /loopback/],
+    ['::ffff:a9fe:a9fe', /link-local/],
+    ['::ffff:10.0.0.1', /private/],
+    // IPv4-translated (SIIT) and NAT64, whatever they embed, and 6to4 and Teredo.
+    ['::ffff:0:7f00:1', /non-public/],
+    ['64:ff9b::a00:1', /non-public/],
+    ['64:ff9b::808:808', /non-public/],
+    ['64:ff9b:1::a00:1', /non-public/],
+    ['2002:a00:1::', /non-public/],
+    ['2001:0:4136:e378:8000:63bf:3fff:fdd2', /non-public/],
+    // Outside global unicast (2000::/3): no public host has such an address.
+    ['4000::1', /outside global unicast/],
+  ]
+  for (const [address, kind] of refused) {
+    test(`${address} is refused`, () => {
+      expect(nonPublicKind(address)).toMatch(kind)
+    })
+  }
+
+  test('::ffff:8.8.8.8 is 8.8.8.8, a public address', () => {
+    expect(nonPublicKind('::ffff:808:808')).toBeUndefined()
+    expect(nonPublicKind('::ffff:8.8.8.8')).toBeUndefined()
+  })
+
+  const resolver = resolverOf({ 'compat.example.test': ['93.184.215.14', '::7f00:1'], 'metadata6.example.test': ['::a9fe:a9fe'] })
+  const refusals: [string, RegExp][] = [
+    ['https://[::7f00:1]/hook', /names ::7f00:1, a loopback address/],
+    // The URL parser writes the dotted form in hex before any check.
+    ['https://[::127.0.0.1]/hook', /names ::7f00:1, a loopback address/],
+    ['https://[::a9fe:a9fe]/latest/meta-data', /link-local/],
+    ['https://[::10.0.0.1]:8443/', /private address/],
+    ['https://[::ffff:127.0.0.1]/', /loopback/],
+    ['https://[64:ff9b::7f00:1]/', /non-public/],
+    ['https://compat.example.test/', /'compat\.example\.test' resolves to ::7f00:1, a loopback address/],
+    ['https://metadata6.example.test/', /resolves to ::a9fe:a9fe, a link-local address/],
+  ]
+  for (const [url, reason] of refusals) {
+    test(`${url} is refused: ${reason.source}`, async () => {
+      const refused = await resolveOutboundTarget(url, false, 'Webhook', resolver).catch((error: unknown) => error)
+      expect(refused).toBeInstanceOf(OutboundTargetRefused)
+      expect((refused as Error).message).toMatch(reason)
+    })
+  }
+})
+
 describe('resolveOutboundTarget', () => {
   const resolver = resolverOf({
     'mcp.example.test': ['93.184.215.14'],

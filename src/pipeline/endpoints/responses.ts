@@ -10,7 +10,7 @@ import { encodeResponsesStream, failedResponseEvent, streamErrorEvent } from '..
 import { decodeSse, parseJson } from '../../dialects/sse/decode'
 import type { EventSourceMessage } from 'eventsource-parser'
 import { sseEvent } from '../../dialects/sse/encode'
-import { breakSafe } from '../../dialects/stream-parts'
+import { breakSafe, UpstreamEnding } from '../../dialects/stream-parts'
 import type { ProviderEntry } from '../read-model/snapshot'
 import type { AuthenticatedContext } from '../request/context'
 import { failWith, finishJson, finishStream, recordServingAttempt, type StreamEnded } from '../answer/finish'
@@ -84,6 +84,12 @@ function rewriteResponse(value: Json, id: string, previousId: string | null, hid
  * A native Responses stream relayed event by event with our ids. `attach`: fields enrichment stages
  * add (companion ads, keyterms), merged into the `response` of the terminal event, which waits for
  * them (CONTRACT §7); the text they see is the stream's output text.
+ *
+ * The stream ends with the answer, not when the upstream lets go of it: after `response.completed`
+ * or `response.incomplete` the upstream has a short grace to end its body (stream-parts.ts); an
+ * `error` event is the break itself (SPEC "Stream events"), followed at once by the terminal
+ * `response.failed` (the response as far as it got), and the upstream is let go, as on its own
+ * `response.failed`.
  */
 function nativeStream(
   context: AuthenticatedContext,
@@ -107,6 +113,7 @@ function nativeStream(
   let openItem: { item: Json; text: string } | undefined
   let reportedError: { code: string; message: string } | undefined
   let output!: TransformStreamDefaultController<Uint8Array>
+  const ending = new UpstreamEnding(result.stream!)
 
   const emitFailure = (code: string, message: string, errorAlreadySent: boolean) => {
     if (!snapshot) {
@@ -153,11 +160,17 @@ function nativeStream(
       const error = data.error as Json
       reportedError = { code: String(error.code ?? error.type ?? 'server_error'), message: String(error.message ?? '') }
       output.enqueue(sseEvent(type, flat ? { type, sequence_number: data.sequence_number, error: data.error } : data))
+      // The error is the break: the stream ends now with its terminal response.failed, whether or not
+      // the upstream would send its own and close.
+      emitFailure(reportedError.code, reportedError.message, true)
+      end(200, 'stream_aborted')
+      ending.letGo()
       return
     }
     if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') {
       terminal = true
       if (type === 'response.failed') reportedError ??= { code: String(data.response?.error?.code ?? 'server_error'), message: String(data.response?.error?.message ?? '') }
+      else ending.answer()
       const usage = data.response?.usage
       if (usage) readUsage(usage, context)
       if (attach && type !== 'response.failed') {
@@ -169,27 +182,35 @@ function nativeStream(
       }
     }
     output.enqueue(sseEvent(type, data))
+    if (type === 'response.failed') {
+      end(200, 'stream_aborted')
+      ending.letGo()
+    }
   }
-  return breakSafe(result.stream!, () => {
-    result.controller.abort('client-closed')
-    end(499, 'client_closed')
-  }).pipeThrough(
+  return breakSafe(
+    result.stream!,
+    () => {
+      result.controller.abort('client-closed')
+      end(499, 'client_closed')
+    },
+    ending,
+  ).pipeThrough(
     decodeSse<Uint8Array>({
       start(controller) {
         output = controller
       },
       event: onEvent,
       pending: () => held,
+      // An error event or response.failed has ended the stream already (terminal): only a break or
+      // an end before the terminal event is left to fail here.
       broke(message) {
         if (terminal) return
-        if (reportedError) emitFailure(reportedError.code, reportedError.message, true)
-        else emitFailure('stream_aborted', message, false)
+        emitFailure('stream_aborted', message, false)
         end(200, 'stream_aborted')
       },
       end() {
         if (terminal) return end(200, reportedError ? 'stream_aborted' : undefined)
-        if (reportedError) emitFailure(reportedError.code, reportedError.message, true)
-        else emitFailure('stream_aborted', 'The upstream stream ended before it was complete.', false)
+        emitFailure('stream_aborted', 'The upstream stream ended before it was complete.', false)
         end(200, 'stream_aborted')
       },
     }),
@@ -354,7 +375,8 @@ export const responsesRetrieveDialect: ClientDialect<RetrieveRequest> = {
       try {
         const timeLeft = Math.min(result.step.upstreamTimeoutMs, context.startedAt + deps.config.deadlineMs - started)
         const previous = await deps.upstream.read(provider, { path: `/responses/${encodeURIComponent(previousUpstreamId)}` }, timeLeft)
-        if (previous.ok) previousCreatedAt = (parseJson(previous.text) as Json | undefined)?.created_at
+        // Read as it came: only its creation time is used, for the id (nothing of it is relayed).
+        if (previous.ok) previousCreatedAt = (parseJson(previous.raw) as Json | undefined)?.created_at
       } catch {
         // Unreachable now: the id below still names the right response, with an approximate lifetime.
       } finally {

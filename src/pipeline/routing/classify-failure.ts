@@ -63,6 +63,11 @@ export function classify(outcome: AttemptOutcome): Classified {
   if (status === 401) return providerAuth
   if (status === 404) return noModel
   if (status === 400) return isModelMiss400(outcome.body) ? noModel : verdict(false, 'http-400')
+  // A redirect (the upstream client never follows one) is the gateway not answering where it is
+  // configured, a gateway fault like a 5xx, never the client's malformed request that SPEC relays
+  // (and its Location is not relayed, so the client could not follow it either): it fails over.
+  // SPEC "Failover reasons" names no 3xx, so its reason is the `http-NNN` of any other status.
+  if (status >= 300 && status < 400) return verdict(true, `http-${status}`)
   return verdict(status === 402 || status === 403, `http-${status}`)
 }
 

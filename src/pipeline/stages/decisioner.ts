@@ -239,7 +239,8 @@ export async function decide(context: AuthenticatedContext, deps: InferenceDeps,
       charge?.settle(undefined, false)
       return skip('jev_error', elapsed(started, context))
     }
-    answer = JSON.parse(reply.text)
+    // Read as it came: the options it names are the router's own data (only what leaves is scrubbed).
+    answer = JSON.parse(reply.raw)
     charge?.settle((answer as { usage?: unknown } | null)?.usage, true)
   } catch {
     // No answer (a timeout, a broken connection, a body that is not JSON): the call may have run, so it is charged its reservation.
