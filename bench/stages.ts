@@ -187,6 +187,7 @@ export async function runStages(): Promise<StageResult[]> {
         model: 'openai/gpt-4o-mini',
         gateway: 'openai',
         upstreamModel: 'gpt-4o-mini',
+        responseModel: 'gpt-4o-mini-2024-07-18',
         inputTokens: 230,
         outputTokens: 150,
         attempts: 1,

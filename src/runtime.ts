@@ -57,9 +57,9 @@ export interface Runtime extends AppDeps {
 export async function enableTracing(runtime: Runtime): Promise<void> {
   const settings = runtime.config.tracing
   if (!settings || runtime.tracing) return
-  const { RouterTracing } = await import('./observability/tracing')
+  const { RouterTracing, loggableUrl } = await import('./observability/tracing')
   runtime.tracing = new RouterTracing(settings, runtime.logger)
-  runtime.logger.info('tracing_enabled', { endpoint: settings.url, protocol: settings.protocol, service_name: settings.serviceName, sampler: settings.sampler })
+  runtime.logger.info('tracing_enabled', { endpoint: loggableUrl(settings.url), protocol: settings.protocol, service_name: settings.serviceName, sampler: settings.sampler })
 }
 
 export interface RuntimeOptions {

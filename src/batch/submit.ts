@@ -24,7 +24,7 @@ import { presentBatch, progressFromUpstream } from './present'
 import { chooseBatchTarget, liveModelLister, plainModelId, type BatchTarget } from './target'
 import { relayUpstreamError } from './upstream-errors'
 import { LimitedRequest } from '../pipeline/limits/admission'
-import { defaultMaxTokens, measurePrompt, needsDefaultBound, outputBound, worstCaseNano } from '../pipeline/limits/worst-case'
+import { addedBytes, defaultMaxTokens, measurePrompt, needsDefaultBound, outputBound, worstCaseNano } from '../pipeline/limits/worst-case'
 import type { ModelPricing } from '../gateways/model-prices'
 import { spellingFor } from '../gateways/model-catalog'
 import type { Snapshot } from '../pipeline/read-model/snapshot'
@@ -147,13 +147,18 @@ class BatchSpend {
 
   private pricing: ModelPricing | undefined
   private operation: Operation = 'chat'
+  private upstreamModel = ''
+  /** The steering message each item is sent with (its bytes, and a blank line). */
+  private steeringBytes = 0
 
   /** The target's price for the batch's model (its `:batch` spelling, else the plain one), or the 400 when it lists none. */
-  target(snapshot: Snapshot, target: BatchTarget, endpoint: BatchEndpoint, model: string) {
+  target(snapshot: Snapshot, target: BatchTarget, endpoint: BatchEndpoint, model: string, steering: string | undefined) {
+    this.steeringBytes = steering && endpoint !== '/v1/embeddings' ? Buffer.byteLength(steering, 'utf8') + 32 : 0
     const catalog = snapshot.catalogs.get(target.provider.gateway.id)
     const plain = catalog ? spellingFor(catalog, plainModelId(target.upstreamModel)) : undefined
     this.pricing = catalog?.prices.get(target.upstreamModel) ?? (plain === undefined ? undefined : catalog?.prices.get(plain))
     this.operation = endpoint === '/v1/embeddings' ? 'embeddings' : endpoint === '/v1/responses' ? 'responses' : 'chat'
+    this.upstreamModel = target.upstreamModel
     const known = this.pricing?.prompt !== undefined && (this.operation === 'embeddings' || this.pricing.completion !== undefined)
     if (!known) throw new RouterError('key_budget_unpriced_model', `This key has a spend cap, and ${target.provider.gateway.id} lists no price for ${model}: the batch's cost could not be counted.`, { 'Retry-After': '60' })
   }
@@ -163,7 +168,7 @@ class BatchSpend {
     for (const item of items) {
       if (this.reserved.has(item)) continue
       const body = item.value.body as Record<string, unknown>
-      const worst = worstCaseNano(this.pricing, measurePrompt(body), outputBound(body, this.operation), this.operation)!
+      const worst = worstCaseNano(this.pricing, measurePrompt(body), outputBound(body, this.operation), this.operation, addedBytes(body.model, this.upstreamModel) + this.steeringBytes)!
       const refusal = this.deps.limiter.reserveMore(this.limited.ticket!, this.limited.limits, worst)
       if (refusal) throw new RouterError(refusal.code, `Item ${this.count + 1} of the batch does not fit: ${refusal.message} Nothing was submitted.`, refusal.extraHeaders)
       this.reserved.add(item)
@@ -178,9 +183,9 @@ class BatchSpend {
   }
 
   /** The gateway has (or may have) the batch: what its items reserved stays held, on its row (returned, to write there). */
-  hold(): number {
+  hold(batchId: string): number {
     const reserved = this.limited.ticket!.reserved
-    this.limited.heldElsewhere = reserved
+    this.limited.held = { nano: reserved, batchId }
     return reserved
   }
 }
@@ -241,7 +246,7 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     context.providerKeyId = target.provider.id
     context.upstreamModel = target.upstreamModel
     steering = key.steeringMessage ?? context.workspace?.steeringMessage ?? undefined
-    spend?.target(snapshot, target, head.endpoint, head.model)
+    spend?.target(snapshot, target, head.endpoint, head.model, steering)
     // The first item before anything is reserved or sent: an empty or broken start sends nothing.
     while (pending.length === 0 && !clientDone) await readChunk()
     spend?.reserve(pending)
@@ -329,12 +334,12 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     }
     if (!confirmed) {
       // The gateway took the upload but its answer names no batch: kept for the refresh job to find.
-      deps.repositories.batches.markUnconfirmed(batchId, sent, spend?.hold() ?? null)
+      deps.repositories.batches.markUnconfirmed(batchId, sent, spend?.hold(batchId) ?? null)
       throw new RouterError('upstream_timeout', `The gateway ${target.provider.gateway.id} took the batch but its answer named no batch id. It may still exist: check the batch list before resubmitting.`)
     }
     setRoutingHeaders(context, target.provider.gateway.id, [], upstream.headers, target.provider.secret)
     const progress = progressFromUpstream(confirmed, Date.now(), sent, target.provider.secret)
-    deps.repositories.batches.confirm(batchId, confirmed.id as string, progress, spend?.hold() ?? null)
+    deps.repositories.batches.confirm(batchId, confirmed.id as string, progress, spend?.hold(batchId) ?? null)
     const row = deps.repositories.batches.get(batchId)!
     // SPEC: the submit answers 202 with the batch in `validating` (queued, not finished).
     return finishJson(context, deps, 202, presentBatch(row, { status: 'validating' }))
@@ -346,7 +351,7 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
       throw failure
     }
     if (confirmTimedOut) {
-      deps.repositories.batches.markUnconfirmed(batchId, sent, spend?.hold() ?? null)
+      deps.repositories.batches.markUnconfirmed(batchId, sent, spend?.hold(batchId) ?? null)
       throw new RouterError('upstream_timeout', `The gateway ${target.provider.gateway.id} received the batch but did not confirm it within ${Math.round(confirmMs / 1000)} s. It may still exist: check the batch list before resubmitting.`)
     }
     if (error instanceof RouterError) throw error
@@ -357,7 +362,7 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     }
     // The connection to the gateway failed. If the whole body went out, the gateway may have it.
     if (uploaded) {
-      deps.repositories.batches.markUnconfirmed(batchId, sent, spend?.hold() ?? null)
+      deps.repositories.batches.markUnconfirmed(batchId, sent, spend?.hold(batchId) ?? null)
       throw new RouterError('upstream_timeout', `The connection to ${target.provider.gateway.id} broke after the batch was sent. It may still exist: check the batch list before resubmitting.`)
     }
     deps.repositories.batches.discard(batchId)

@@ -43,6 +43,20 @@ function samplerFrom(name: string, arg: string | undefined): Sampler {
   }
 }
 
+/** A URL as it may be logged: no user info (a collector's credentials), no query, no fragment. */
+export function loggableUrl(url: string): string {
+  try {
+    const parsed = new URL(url)
+    parsed.username = ''
+    parsed.password = ''
+    parsed.search = ''
+    parsed.hash = ''
+    return parsed.toString()
+  } catch {
+    return '(unreadable URL)'
+  }
+}
+
 /** The exporter, with failures turned into a warning line at most once a minute (spans dropped, requests untouched). */
 function warningExporter(inner: SpanExporter, logger: Logger, url: string): SpanExporter {
   let warnedAt = -Infinity
@@ -51,7 +65,7 @@ function warningExporter(inner: SpanExporter, logger: Logger, url: string): Span
       inner.export(spans, (result) => {
         if (result.code !== ExportResultCode.SUCCESS && performance.now() - warnedAt >= warnEveryMs) {
           warnedAt = performance.now()
-          logger.warn('trace_export_failed', { spans: spans.length, endpoint: url, error: result.error?.message ?? 'export failed', message: 'Spans are dropped while the collector cannot take them; requests are not affected.' })
+          logger.warn('trace_export_failed', { spans: spans.length, endpoint: loggableUrl(url), error: result.error?.message ?? 'export failed', message: 'Spans are dropped while the collector cannot take them; requests are not affected.' })
         }
         done(result)
       })
@@ -71,6 +85,8 @@ export interface FinishedRequest {
   model: string | undefined
   gateway: string | undefined
   upstreamModel: string | undefined
+  /** The model the upstream's answer names (`model` of a completion, a chunk, a Response). */
+  responseModel: string | undefined
   inputTokens: number | undefined
   outputTokens: number | undefined
   attempts: number
@@ -102,15 +118,17 @@ export class RouterTracing {
 
   /**
    * The SERVER span of an inference request, started at its start: a child of the caller's span when
-   * the request carries a valid `traceparent` (and its `tracestate`), else a new trace.
+   * the request carries a valid `traceparent` (and its `tracestate`), else a new trace. `headers`
+   * undefined: the caller is not trusted with the trace (a request that failed authentication), so
+   * the sampler decides alone and no client can push spans into the export queue.
    */
-  startRequest(endpoint: string, headers: Headers, startedAtMs: number): Span {
+  startRequest(endpoint: string, headers: Headers | undefined, startedAtMs: number): Span {
     let parent = ROOT_CONTEXT
-    const traceparent = headers.get('traceparent')
+    const traceparent = headers?.get('traceparent')
     if (traceparent) {
       const spanContext = parseTraceParent(traceparent)
       if (spanContext) {
-        const state = headers.get('tracestate')
+        const state = headers!.get('tracestate')
         parent = trace.setSpanContext(ROOT_CONTEXT, { ...spanContext, isRemote: true, ...(state ? { traceState: new TraceState(state) } : {}) })
       }
     }
@@ -125,7 +143,8 @@ export class RouterTracing {
     if (finished.keyId) attributes['router.key_id'] = finished.keyId
     if (finished.model) attributes['gen_ai.request.model'] = finished.model
     if (finished.gateway) attributes['gen_ai.provider.name'] = finished.gateway
-    if (finished.upstreamModel) attributes['gen_ai.response.model'] = finished.upstreamModel
+    // The model the answer names (a dated snapshot of the one asked for, say): only when it names one.
+    if (finished.responseModel) attributes['gen_ai.response.model'] = finished.responseModel
     if (finished.inputTokens !== undefined) attributes['gen_ai.usage.input_tokens'] = finished.inputTokens
     if (finished.outputTokens !== undefined) attributes['gen_ai.usage.output_tokens'] = finished.outputTokens
     if (finished.errorCode) attributes['error.type'] = finished.errorCode

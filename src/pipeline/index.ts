@@ -45,8 +45,6 @@ export function registerEndpoint(endpoint: InferenceEndpoint, handler: EndpointH
 
 export async function handleInference(request: Request, route: InferenceRoute, deps: InferenceDeps, socketAddress: () => string | undefined): Promise<Response> {
   const context = new RequestContext(route.endpoint, route.envelope, request, socketAddress, deps.config.trustProxy)
-  // Traced when an OTLP endpoint is set: the request's SERVER span, continuing the caller's trace.
-  if (deps.tracing) context.span = deps.tracing.startRequest(route.endpoint, request.headers, context.createdAt)
   // On /messages the request id is also sent as `request-id`, errors included (SPEC "Common response headers").
   if (route.envelope === 'messages') context.headers['request-id'] = context.requestId
   try {
@@ -69,11 +67,17 @@ export async function handleInference(request: Request, route: InferenceRoute, d
       throw new RouterError('wrong_api_shape', `This endpoint is not served for keys of shape '${authenticated.key.apiShape}'.`)
     }
     context.mark('auth')
+    // Traced when an OTLP endpoint is set: the request's SERVER span from its start, continuing the
+    // caller's trace only now that the caller is known (CONTRACT §13).
+    if (deps.tracing) context.span = deps.tracing.startRequest(route.endpoint, request.headers, context.createdAt)
     const handler = handlers[route.endpoint]
     if (!handler) throw new RouterError('not_found', 'This endpoint is not served by this build.')
     // From here on the request is authenticated: its key, workspace and snapshot are set (above).
     return await handler(context as AuthenticatedContext, request, route, deps)
   } catch (error) {
+    // A request refused before it was authenticated is traced too, as a trace of its own: its
+    // `traceparent` decides nothing (no client without a key can push spans into the export).
+    if (deps.tracing && !context.span) context.span = deps.tracing.startRequest(route.endpoint, context.key ? request.headers : undefined, context.createdAt)
     // The error path is guarded too: the fetch handler returns this promise as it is, and only a
     // throw before the try (building the context) would reach Bun.serve's error handler.
     try {

@@ -14,7 +14,7 @@ export type UsageQuery =
   | { op: 'breakdown'; filter: UsageFilter; by: 'model' | 'gateway'; limit: number }
   | { op: 'recent'; filter: RecentFilter }
   | { op: 'tokens'; filter: UsageFilter }
-  | { op: 'keyWindows'; workspaceId: string; keyIds: string[]; sinceMs: number; fromDayMs: number; own: { ids: string[]; sinceMs: number } }
+  | { op: 'keyWindows'; workspaceId: string; keyIds: string[]; sinceMs: number; fromDayMs: number; own: { ids: string[]; sinceMs: number; batchIds?: string[] } }
 
 export type SummaryRow = ReturnType<RequestLogRepository['summary']>
 export type SeriesRow = ReturnType<RequestLogRepository['series']>[number]
@@ -37,7 +37,7 @@ export function runUsageQuery(logs: RequestLogRepository, query: UsageQuery): un
     case 'keyWindows': {
       // A Map does not cross the thread as one: sent as entries.
       const answer = logs.keyWindows(query.workspaceId, query.keyIds, query.sinceMs, query.fromDayMs, query.own)
-      return { windows: [...answer.windows], found: answer.found }
+      return { windows: [...answer.windows], found: answer.found, foundBatches: answer.foundBatches }
     }
   }
 }
@@ -51,7 +51,7 @@ export interface UsageReader {
   /** Tokens by model and gateway (the dashboard's cost table). */
   tokens(filter: UsageFilter): Promise<TokensRow[]>
   /** Keys' usage against their limits (pipeline/limits). */
-  keyWindows(workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number, own: { ids: string[]; sinceMs: number }): Promise<{ windows: [string, KeyWindows][]; found: string[] }>
+  keyWindows(workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number, own: { ids: string[]; sinceMs: number; batchIds?: string[] }): Promise<{ windows: [string, KeyWindows][]; found: string[]; foundBatches: string[] }>
 }
 
 export function createUsageReader(reads: ReadThread): UsageReader {

@@ -13,7 +13,7 @@ import { startGateways, type GatewaysEnv } from '../harness/gateways'
 import { chatChunks, chatCompletion } from '../harness/mock-gateway'
 import type { TestServer } from '../harness/server'
 import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
-import { measurePrompt, outputBound, worstCaseNano } from '../../src/pipeline/limits/worst-case'
+import { addedBytes, measurePrompt, outputBound, worstCaseNano } from '../../src/pipeline/limits/worst-case'
 
 const messages = [{ role: 'user', content: 'Hello there' }]
 const chat = (server: TestServer, secret: string, body: Record<string, unknown> = {}): Promise<CallResult> =>
@@ -170,7 +170,7 @@ describe('spend caps', () => {
     // settled spend + open reservations + the request's worst case up to the cap, not one more.
     const body = { max_tokens: 1000 }
     const sent = { model: 'openai/gpt-4o-mini', messages, ...body }
-    const worst = worstCaseNano({ prompt: 0.000001, completion: 0.000004 }, measurePrompt(sent), outputBound(sent, 'chat'), 'chat')!
+    const worst = worstCaseNano({ prompt: 0.000001, completion: 0.000004 }, measurePrompt(sent), outputBound(sent, 'chat'), 'chat', addedBytes(sent.model, 'openai/gpt-4o-mini'))!
     expect(worst).toBeGreaterThan(1000 * 4000)
     const key = await limitedKey(env, { usd_per_day: (20 * worst) / 1e9 })
     // Answers held until all 200 are in, so every admission sees the others' reservations.

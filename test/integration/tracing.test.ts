@@ -178,6 +178,44 @@ describe('traces', () => {
     expect(env.mocks.openai!.requests.at(-1)!.headers['traceparent']).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
   })
 
+  test("a request that fails authentication gets no say in sampling: its traceparent's sampled flag forces no span; an authenticated one's does", async () => {
+    await using receiver = await startOtlpReceiver()
+    // Sampled only where a parent says so: the root sampler exports nothing.
+    await using env = await startGateways(['openai'], tracingEnv(receiver, { OTEL_TRACES_SAMPLER: 'parentbased_always_off' }))
+    const { server } = env
+    const key = await createInferenceKey(server, { routing: { targets: [{ provider_key_id: env.providers.openai }] } })
+    const forced = { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' }
+    const body = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }
+    for (const headers of [{ ...forced }, { ...forced, ...bearerHeader('rt_live_not-a-key-of-ours') }, { ...forced, authorization: 'Basic abc' }]) {
+      expect((await httpCall(server, 'POST', '/v1/chat/completions', body, headers)).status).toBe(401)
+    }
+    await server.runtime.tracing!.flush()
+    await Bun.sleep(50)
+    expect(receiver.spans).toEqual([])
+    // The same traceparent on an authenticated request is continued, sampled as its caller asked.
+    expect((await httpCall(server, 'POST', '/v1/chat/completions', body, { ...forced, ...bearerHeader(key.key) })).status).toBe(200)
+    const spans = await spansAfterFlush(server, receiver, 2)
+    expect(spans.find((span) => span.kind === SERVER)!.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736')
+  })
+
+  test('the OTLP endpoint is logged without its user info or query', async () => {
+    const lines: Record<string, unknown>[] = []
+    const logger = { debug() {}, error() {}, info: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, ...fields }), warn: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, ...fields }) }
+    const failing = { export: (_spans: unknown[], done: (result: { code: number; error?: Error }) => void) => done({ code: 1, error: new Error('refused') }), shutdown: () => Promise.resolve() }
+    const { RouterTracing } = await import('../../src/observability/tracing')
+    const settings = loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://user:pass-word@collector.example:4318/v1/traces?token=query-secret#part' }).tracing!
+    const tracing = new RouterTracing(settings, logger, failing as never)
+    tracing.startRequest('chat', undefined, Date.now()).end()
+    await tracing.flush()
+    const { enableTracing } = await import('../../src/runtime')
+    await enableTracing({ config: { tracing: settings }, logger, tracing: undefined } as never)
+    const text = JSON.stringify(lines)
+    expect(lines.map((line) => line.event)).toEqual(['trace_export_failed', 'tracing_enabled'])
+    expect(lines.every((line) => line.endpoint === 'https://collector.example:4318/v1/traces')).toBe(true)
+    for (const secret of ['pass-word', 'user:', 'query-secret', 'token=']) expect(text).not.toContain(secret)
+    await tracing.shutdown()
+  })
+
   test('protobuf (the default protocol) with OTEL_EXPORTER_OTLP_HEADERS; a traces endpoint is used as given', async () => {
     await using receiver = await startOtlpReceiver()
     await using env = await startGateways(['openai'], {

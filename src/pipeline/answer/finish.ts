@@ -68,6 +68,7 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
       model: context.model,
       gateway: context.gateway,
       upstreamModel: context.upstreamModel,
+      responseModel: context.responseModel ?? context.upstreamModel,
       inputTokens: context.inputTokens,
       outputTokens: context.outputTokens,
       attempts: context.attempts,
@@ -77,7 +78,7 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
   context.finish(status, errorCode)
   // A limited key's request: its reservation becomes what it was charged (RequestContext.finish).
   const limited = context.limited
-  if (limited?.ticket) deps.limiter.settle(limited.ticket, (context.inputTokens ?? 0) + (context.outputTokens ?? 0), (context.costNanoUsd ?? 0) + limited.heldElsewhere)
+  if (limited?.ticket) deps.limiter.settle(limited.ticket, (context.inputTokens ?? 0) + (context.outputTokens ?? 0), (context.costNanoUsd ?? 0) + (limited.held?.nano ?? 0), limited.held)
   deps.logQueue.push(context)
 }
 

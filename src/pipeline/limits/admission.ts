@@ -22,16 +22,16 @@ import type { UpstreamCall } from '../routing/routed-call'
 import type { InferenceDeps } from '../types'
 import type { KeyLimits } from './key-limits'
 import type { Admission, KeyLimiter, LimitTicket } from './ledger'
-import { defaultMaxTokens, measurePrompt, needsDefaultBound, outputBound, worstCaseNano, type OutputBound, type PromptMeasure } from './worst-case'
+import { addedBytes, defaultMaxTokens, measurePrompt, needsDefaultBound, outputBound, worstCaseNano, type OutputBound, type PromptMeasure } from './worst-case'
 
 const pricingOf = (snapshot: Snapshot, step: PlannedAttempt): ModelPricing | undefined => snapshot.catalogs.get(step.gateway)?.prices.get(step.model)
 
-/** The most any of the plan's priced attempts can cost; undefined when none is priced. */
-function planWorst(snapshot: Snapshot, steps: readonly PlanStep[], prompt: PromptMeasure, output: OutputBound, operation: Operation): number | undefined {
+/** The most any of the plan's priced attempts can cost (each with what the router adds on its way); undefined when none is priced. */
+function planWorst(snapshot: Snapshot, steps: readonly PlanStep[], prompt: PromptMeasure, output: OutputBound, operation: Operation, bodyModel: unknown): number | undefined {
   let worst: number | undefined
   for (const step of steps) {
     if (step.kind !== 'attempt') continue
-    const cost = worstCaseNano(pricingOf(snapshot, step), prompt, output, operation)
+    const cost = worstCaseNano(pricingOf(snapshot, step), prompt, output, operation, addedBytes(bodyModel, step.model))
     if (cost !== undefined && (worst === undefined || cost > worst)) worst = cost
   }
   return worst
@@ -50,15 +50,17 @@ export class LimitedRequest {
   /** The client did not ask for the usage chunk the router asked the upstream for: the relay leaves it out. */
   hidesUsage = false
   /**
-   * Nano-dollars the request leaves held in a record of its own when it ends (a batch's items'
-   * reservation, on the batch's row until the batch settles): its ticket keeps them until its row shows.
+   * What the request leaves held in a record of its own when it ends: a batch's items' reservation,
+   * on the batch's row until the batch settles. Its ticket keeps it until a read shows that row.
    */
-  heldElsewhere = 0
+  held: { nano: number; batchId: string } | undefined
   /** Side calls (the decisioner's): what they reserved and what they are charged, nano-dollars. */
   private side = 0
   /** What the request's model calls are bounded by now (the latest round's body). */
   private prompt: PromptMeasure | undefined
   private output: OutputBound = { requested: undefined, choices: 1 }
+  /** The model the measured body names (each attempt's own spelling may be longer). */
+  private bodyModel: unknown
 
   constructor(
     private readonly limiter: KeyLimiter,
@@ -86,7 +88,8 @@ export class LimitedRequest {
     this.plan = plan
     this.prompt = measurePrompt(parsed.upstreamBody)
     this.output = outputBound(parsed.upstreamBody, parsed.operation)
-    const worst = planWorst(snapshot, plan.steps, this.prompt, this.output, parsed.operation)
+    this.bodyModel = parsed.upstreamBody.model
+    const worst = planWorst(snapshot, plan.steps, this.prompt, this.output, parsed.operation, this.bodyModel)
     if (worst === undefined) {
       return new RouterError('key_budget_unpriced_model', `This key has a spend cap, and no target of it lists a price for ${parsed.model}: its cost could not be counted.`, {
         'Retry-After': String(unpricedRetrySeconds(snapshot, plan.steps)),
@@ -98,7 +101,7 @@ export class LimitedRequest {
 
   /** An attempt's worst case on the current round's body (undefined: its model lists no price). */
   private worst(snapshot: Snapshot, step: PlannedAttempt): number | undefined {
-    return worstCaseNano(pricingOf(snapshot, step), this.prompt!, this.output, this.operation)
+    return worstCaseNano(pricingOf(snapshot, step), this.prompt!, this.output, this.operation, addedBytes(this.bodyModel, step.model))
   }
 
   /**
@@ -128,7 +131,8 @@ export class LimitedRequest {
     if (!body) return undefined
     this.prompt = measurePrompt(body)
     this.output = outputBound(body, this.operation)
-    const worst = planWorst(snapshot, this.plan.steps, this.prompt, this.output, this.operation) ?? 0
+    this.bodyModel = body.model
+    const worst = planWorst(snapshot, this.plan.steps, this.prompt, this.output, this.operation, this.bodyModel) ?? 0
     if (first) {
       const before = this.rounds[0] ?? 0
       if (worst <= before) return undefined

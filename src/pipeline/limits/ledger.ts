@@ -61,6 +61,12 @@ export interface LimitTicket {
   settled: boolean
   /** When it settled (Date.now()): a settled ticket whose row never shows leaves after a while. */
   settledAt: number
+  /**
+   * A batch submit's: the part of `spent` its batch's row holds (the items' reservation), and that
+   * batch's id. It leaves as soon as a read shows the row, which may be before the request's own row.
+   */
+  held: number
+  batchId: string | undefined
 }
 
 /** The key object's `limit_state` (CONTRACT §11). */
@@ -86,7 +92,13 @@ interface Totals {
 type SecondSums = [requests: number, tokens: number]
 
 /** Reads what the database shows for some of a workspace's keys (the read thread); money in nano-dollars. */
-export type KeyWindowsReader = (workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number, own: { ids: string[]; sinceMs: number }) => Promise<{ windows: [string, KeyWindows][]; found: string[] }>
+export type KeyWindowsReader = (
+  workspaceId: string,
+  keyIds: string[],
+  sinceMs: number,
+  fromDayMs: number,
+  own: { ids: string[]; sinceMs: number; batchIds?: string[] },
+) => Promise<{ windows: [string, KeyWindows][]; found: string[]; foundBatches?: string[] }>
 
 /** Adds `amount` to a day's sum, dropping a sum that comes back to 0 (the maps stay as small as the days in use). */
 function addTo(days: Map<number, number>, day: number, amount: number) {
@@ -131,11 +143,19 @@ export class KeyLedger {
   }
 
   /** The database's view, read at `startedAt`, and which of the own requests (`asked`) it holds: those leave. */
-  shown(windows: KeyWindows | undefined, startedAt: number, asked: readonly LimitTicket[], found: ReadonlySet<string>) {
+  shown(windows: KeyWindows | undefined, startedAt: number, asked: readonly LimitTicket[], found: ReadonlySet<string>, foundBatches: ReadonlySet<string> = new Set()) {
     this.shownSeconds = new Map((windows?.seconds ?? []).map(([second, requests, tokens]) => [second, [requests, tokens]]))
     this.shownDays = new Map(windows?.days ?? [])
     this.readAt = startedAt
-    for (const ticket of asked) if (found.has(ticket.requestId)) this.forget(ticket)
+    for (const ticket of asked) {
+      if (found.has(ticket.requestId)) this.forget(ticket)
+      else if (ticket.held !== 0 && ticket.batchId !== undefined && foundBatches.has(ticket.batchId)) {
+        // The batch's row holds its reservation now, and the sums count it: the own copy goes.
+        addTo(this.ownDays, ticket.day, -ticket.held)
+        ticket.spent -= ticket.held
+        ticket.held = 0
+      }
+    }
     // Own seconds out of the window and days before this month hold nothing that counts.
     const oldest = Math.floor(startedAt / 1000) - windowSeconds
     for (const second of this.ownSeconds.keys()) if (second < oldest) this.ownSeconds.delete(second)
@@ -156,7 +176,7 @@ export class KeyLedger {
     // Counted in the second and day its row will be counted in (its created_at).
     const second = Math.floor(createdAt / 1000)
     const day = createdAt - (createdAt % dayMs)
-    const ticket: LimitTicket = { ledger: this, second, day, requestId, createdAt, reserved: reserve, spent: 0, tokens: 0, settled: false, settledAt: 0 }
+    const ticket: LimitTicket = { ledger: this, second, day, requestId, createdAt, reserved: reserve, spent: 0, tokens: 0, settled: false, settledAt: 0, held: 0, batchId: undefined }
     this.addSecond(second, 1, 0)
     if (reserve !== 0) addTo(this.reservedDays, day, reserve)
     this.open.add(ticket)
@@ -170,9 +190,16 @@ export class KeyLedger {
     addTo(this.reservedDays, ticket.day, more)
   }
 
-  /** The request ended: its reservation is let go, and what it cost (nano-dollars) and its tokens count instead. */
-  settle(ticket: LimitTicket, tokens: number, spent: number) {
+  /**
+   * The request ended: its reservation is let go, and what it cost (nano-dollars) and its tokens count
+   * instead. `held`: of `spent`, what a batch's row holds from now on (`batchId`).
+   */
+  settle(ticket: LimitTicket, tokens: number, spent: number, held?: { nano: number; batchId: string }) {
     if (ticket.settled) return
+    if (held && held.nano !== 0) {
+      ticket.held = held.nano
+      ticket.batchId = held.batchId
+    }
     ticket.settled = true
     ticket.settledAt = Date.now()
     if (ticket.reserved !== 0) addTo(this.reservedDays, ticket.day, -ticket.reserved)
@@ -331,16 +358,19 @@ export class KeyLimiter {
     const asked = ledgers.map((ledger) => ledger.finished())
     let ownSince = startedAt
     const ids: string[] = []
+    const batchIds: string[] = []
     for (const list of asked) {
       for (const ticket of list) {
         ids.push(ticket.requestId)
+        if (ticket.held !== 0 && ticket.batchId !== undefined) batchIds.push(ticket.batchId)
         if (ticket.createdAt < ownSince) ownSince = ticket.createdAt
       }
     }
-    const answer = await this.read(workspaceId, ledgers.map((ledger) => ledger.keyId), (Math.floor(startedAt / 1000) - windowSeconds) * 1000, monthStartOf(startedAt), { ids, sinceMs: ownSince })
+    const answer = await this.read(workspaceId, ledgers.map((ledger) => ledger.keyId), (Math.floor(startedAt / 1000) - windowSeconds) * 1000, monthStartOf(startedAt), { ids, sinceMs: ownSince, ...(batchIds.length ? { batchIds } : {}) })
     const windows = new Map(answer.windows)
     const found = new Set(answer.found)
-    ledgers.forEach((ledger, index) => ledger.shown(windows.get(ledger.keyId), startedAt, asked[index]!, found))
+    const foundBatches = new Set(answer.foundBatches ?? [])
+    ledgers.forEach((ledger, index) => ledger.shown(windows.get(ledger.keyId), startedAt, asked[index]!, found, foundBatches))
   }
 
   private ready(ledger: KeyLedger): Promise<void> | undefined {
@@ -478,9 +508,9 @@ export class KeyLimiter {
     return this.headers(ledger, limits, this.windows(limits, ledger.totals(now), now))
   }
 
-  /** The request finished: its tokens and what it cost (nano-dollars) replace its reservation. */
-  settle(ticket: LimitTicket, tokens: number, spent: number) {
-    ticket.ledger.settle(ticket, tokens, spent)
+  /** The request finished: its tokens and what it cost (nano-dollars) replace its reservation; `held`: the part a batch's row holds. */
+  settle(ticket: LimitTicket, tokens: number, spent: number, held?: { nano: number; batchId: string }) {
+    ticket.ledger.settle(ticket, tokens, spent, held)
   }
 
   /** The key object's `limit_state`: what admission counts now; undefined for a key this node keeps no ledger of. */

@@ -93,15 +93,37 @@ export function measurePrompt(body: Record<string, unknown>): PromptMeasure {
   return measure
 }
 
+/**
+ * A count as an upstream may read it: a number, or a string of one (a lax upstream reads `"9"` as 9,
+ * so it is counted as 9; a strict one refuses it, which costs nothing).
+ */
+function countOf(value: unknown): number | undefined {
+  if (typeof value === 'number') return value
+  if (typeof value === 'string' && value.trim() !== '') {
+    const number = Number(value)
+    return Number.isNaN(number) ? undefined : number
+  }
+  return undefined
+}
+
 /** The output bound a body sets: the largest of its output-token fields, and `n` on chat. */
 export function outputBound(body: Record<string, unknown>, operation: Operation): OutputBound {
   let requested: number | undefined
   for (const name of ['max_completion_tokens', 'max_tokens', 'max_output_tokens'] as const) {
-    const value = body[name]
-    if (typeof value === 'number' && value > 0 && (requested === undefined || value > requested)) requested = value
+    const value = countOf(body[name])
+    if (value !== undefined && value > 0 && (requested === undefined || value > requested)) requested = value
   }
-  const n = body.n
-  return { requested, choices: operation === 'chat' && typeof n === 'number' && n > 1 ? n : 1 }
+  const n = countOf(body.n)
+  return { requested, choices: operation === 'chat' && n !== undefined && n > 1 ? n : 1 }
+}
+
+/**
+ * Bytes the router may add to a body on its way to one attempt: the fields it sends itself (a
+ * `stream_options` asking for usage, its own output bound), and a longer spelling of the model.
+ */
+export function addedBytes(bodyModel: unknown, stepModel: string): number {
+  const asked = typeof bodyModel === 'string' ? Buffer.byteLength(bodyModel, 'utf8') : 0
+  return 64 + Math.max(0, Buffer.byteLength(stepModel, 'utf8') - asked)
 }
 
 /** The prompt tokens a measured body can take at most on a model (capped at its listed context: a longer prompt is refused). */
@@ -123,9 +145,9 @@ export function completionTokenBound(output: OutputBound, pricing: ModelPricing)
  * price for a side the request uses (its cost could not be counted). Embeddings answer no tokens.
  * A bound too large for a plain number to count exactly comes back as it is: the limiter refuses it.
  */
-export function worstCaseNano(pricing: ModelPricing | undefined, prompt: PromptMeasure, output: OutputBound, operation: Operation): number | undefined {
+export function worstCaseNano(pricing: ModelPricing | undefined, prompt: PromptMeasure, output: OutputBound, operation: Operation, extraBytes = 0): number | undefined {
   if (pricing?.prompt === undefined) return undefined
-  const promptUsd = promptTokenBound(prompt, pricing) * pricing.prompt
+  const promptUsd = promptTokenBound(extraBytes === 0 ? prompt : { ...prompt, bytes: prompt.bytes + extraBytes }, pricing) * pricing.prompt
   if (operation === 'embeddings') return usdToNanoUp(promptUsd)
   if (pricing.completion === undefined) return undefined
   return usdToNanoUp(promptUsd + completionTokenBound(output, pricing) * pricing.completion)

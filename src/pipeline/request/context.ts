@@ -34,11 +34,15 @@ function pricedUsage(snapshot: Snapshot | undefined, gateway: string | undefined
 function requestCost(context: RequestContext, status: number, errorCode: string | undefined): number | null {
   const failed = status >= 400 || errorCode !== undefined
   const snapshot = context.snapshot
-  const rounds = context.rounds?.map((round) =>
-    pricedUsage(snapshot, round.step.gateway, round.step.model, { input: round.usage?.inputTokens, output: round.usage?.outputTokens, cachedInput: round.usage?.cachedInputTokens }),
-  )
-  const single = rounds ? undefined : pricedUsage(snapshot, context.gateway, context.upstreamModel, { input: context.inputTokens, output: context.outputTokens, cachedInput: context.cachedInputTokens })
-  if (context.limited?.usdCap) return context.limited.charge(single, rounds, !failed || context.answerStarted)
+  const limited = context.limited?.usdCap ? context.limited : undefined
+  const answered = !failed || context.answerStarted
+  // On a key with a USD cap, an answer whose usage leaves out a side it used (no completion count,
+  // say) is charged as one without usage: never below its reservation (CONTRACT §11).
+  const price = (gateway: string | undefined, model: string | undefined, usage: ReportedUsage) =>
+    limited && answered && (usage.input === undefined || (usage.output === undefined && limited.operation !== 'embeddings')) ? undefined : pricedUsage(snapshot, gateway, model, usage)
+  const rounds = context.rounds?.map((round) => price(round.step.gateway, round.step.model, { input: round.usage?.inputTokens, output: round.usage?.outputTokens, cachedInput: round.usage?.cachedInputTokens }))
+  const single = rounds ? undefined : price(context.gateway, context.upstreamModel, { input: context.inputTokens, output: context.outputTokens, cachedInput: context.cachedInputTokens })
+  if (limited) return limited.charge(single, rounds, answered)
   if (rounds) {
     let total = 0
     for (const cost of rounds) {
@@ -106,6 +110,8 @@ export class RequestContext {
   answerStarted = false
   /** The request's SERVER span when traces are on (observability/tracing.ts); undefined otherwise. */
   span: Span | undefined
+  /** The model the upstream's answer names, for the span (read only while traced). */
+  responseModel: string | undefined
   requestBody: string | undefined
   /** What enrichment stages did, as the log's JSON text (pipeline/stages); undefined when none ran. */
   enrichment: string | undefined

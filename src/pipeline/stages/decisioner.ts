@@ -18,7 +18,7 @@ import type { ProviderEntry } from '../read-model/snapshot'
 import type { AuthenticatedContext } from '../request/context'
 import { checkDecisionAnswer, type DecisionQuestion } from '../endpoints/decisions'
 import { costOf } from '../../gateways/model-prices'
-import { measurePrompt, worstCaseNano } from '../limits/worst-case'
+import { addedBytes, measurePrompt, worstCaseNano } from '../limits/worst-case'
 import type { InferenceDeps } from '../types'
 import type { PreRoutingHook } from './registry'
 
@@ -292,7 +292,7 @@ function spendCapCharge(context: AuthenticatedContext, decider: ProviderEntry, b
   const catalog = context.snapshot.catalogs.get(decider.gateway.id)
   const model = String(body.model)
   const pricing = catalog?.prices.get((catalog && spellingFor(catalog, model)) ?? model)
-  const worst = worstCaseNano(pricing, measurePrompt(body), { requested: undefined, choices: 1 }, 'decisions')
+  const worst = worstCaseNano(pricing, measurePrompt(body), { requested: undefined, choices: 1 }, 'decisions', addedBytes(body.model, String(body.model)))
   if (worst === undefined || limited.reserveSide(worst) !== undefined) return 'refused'
   return {
     settle(usage, answered) {

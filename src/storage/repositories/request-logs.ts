@@ -443,11 +443,13 @@ export function createRequestLogRepository(db: Db) {
      * finished requests, created since `own.sinceMs`) are there. One read transaction: the rows found
      * are the ones the sums hold.
      */
-    keyWindows(workspaceId: string, keyIds: readonly string[], sinceMs: number, fromDayMs: number, own: { ids: readonly string[]; sinceMs: number } = { ids: [], sinceMs: 0 }) {
+    keyWindows(workspaceId: string, keyIds: readonly string[], sinceMs: number, fromDayMs: number, own: { ids: readonly string[]; sinceMs: number; batchIds?: readonly string[] } = { ids: [], sinceMs: 0 }) {
       return db.$client.transaction(() => {
         const windows = new Map<string, KeyWindows>()
         const found: string[] = []
-        if (keyIds.length === 0) return { windows, found }
+        /** Of `own.batchIds`, the batches whose row holds their reservation now (the sums above count it). */
+        const foundBatches: string[] = []
+        if (keyIds.length === 0) return { windows, found, foundBatches }
         for (const id of keyIds) windows.set(id, { seconds: [], days: [] })
         const list = keyIds.map(() => '?').join(', ')
         const seconds = db.$client
@@ -488,7 +490,14 @@ export function createRequestLogRepository(db: Db) {
             .all(workspaceId, own.sinceMs, ...slice)
           for (const row of rows) found.push(row.id)
         }
-        return { windows, found }
+        for (let start = 0; start < (own.batchIds?.length ?? 0); start += 500) {
+          const slice = own.batchIds!.slice(start, start + 500)
+          const rows = db.$client
+            .query<{ id: string }, string[]>(`select id from batches where reserved_nano_usd is not null and id in (${slice.map(() => '?').join(', ')})`)
+            .all(...slice)
+          for (const row of rows) foundBatches.push(row.id)
+        }
+        return { windows, found, foundBatches }
       })()
     },
     /** The workspace ids that have rows ('' for requests no key was found for), in order. */
