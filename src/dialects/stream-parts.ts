@@ -37,10 +37,71 @@ export function brokenStreamMessage(marker: typeof upstreamBroke | typeof upstre
 }
 
 /**
+ * How long an upstream whose answer is whole may keep a read waiting before it is let go, as if it
+ * had ended its body. Whole: chat's every choice gave its finish reason (or `[DONE]` came), a
+ * Responses stream sent its terminal event. An upstream that holds its connection open after that
+ * (no `[DONE]`, no end of the body) would otherwise hold the client's stream to the idle limit; the
+ * usage chunk and `[DONE]` a gateway sends after the finish come within milliseconds, and are still
+ * read (the answer is ended at the upstream's own end, so its connection is kept for the next call).
+ */
+export const answeredStreamGraceMs = 2000
+
+/**
+ * What a decoder learns of its stream's end, for the reader of the stream's bytes (breakSafe): the
+ * answer is whole (from then on each read waits at most `answeredStreamGraceMs`), or it ended on an
+ * error part (SPEC "Stream events": the upstream's error event is the break itself), and the
+ * upstream is let go at once rather than when it closes. Letting go ends the bytes as an end of the
+ * body does: the decoder's flush runs, and no hang-up is reported.
+ */
+export class UpstreamEnding {
+  /** The answer is whole. */
+  answered = false
+  /** A read of the body is waiting (the reader reads ahead of the decoder). */
+  private reading = false
+  private grace: ReturnType<typeof setTimeout> | undefined = undefined
+
+  constructor(private readonly body: UpstreamBody) {}
+
+  /** The decoder: the answer is whole. A read already waiting gets the grace too. */
+  answer() {
+    if (this.answered) return
+    this.answered = true
+    if (this.reading) this.grace = setTimeout(letGoAfterGrace, answeredStreamGraceMs, this)
+  }
+
+  /** The reader: a read begins (only a whole answer's reads are timed: a timer for the last read or two). */
+  readBegins() {
+    this.reading = true
+    if (this.answered) this.grace = setTimeout(letGoAfterGrace, answeredStreamGraceMs, this)
+  }
+
+  /** The reader: the read came back (bytes, the end, or a failure). */
+  readEnded() {
+    this.reading = false
+    if (this.grace !== undefined) clearTimeout(this.grace)
+    this.grace = undefined
+  }
+
+  /** Lets the upstream go: its connection is closed and the bytes end (a waiting read gets the end). */
+  letGo() {
+    this.body.watch?.stop()
+    this.body.reader.cancel().catch(ignore)
+  }
+}
+
+const ignore = () => {}
+
+/** The grace timer's callback (the ending as its argument: no closure per read). */
+function letGoAfterGrace(ending: UpstreamEnding) {
+  ending.letGo()
+}
+
+/**
  * Reads a started upstream body (its checked first chunks, then the rest) so that a read error
  * becomes one end marker instead of a thrown error, and stamps each chunk on the idle watch.
+ * `ending`: what the decoder says of the stream's end (a whole answer's reads are given the grace).
  */
-export function breakSafe(body: UpstreamBody, onCancel?: () => void): ReadableStream<ByteChunk> {
+export function breakSafe(body: UpstreamBody, onCancel?: () => void, ending?: UpstreamEnding): ReadableStream<ByteChunk> {
   const { reader, head, watch } = body
   let replayed = 0
   return new ReadableStream<ByteChunk>({
@@ -49,8 +110,10 @@ export function breakSafe(body: UpstreamBody, onCancel?: () => void): ReadableSt
         controller.enqueue(head[replayed++]!)
         return
       }
+      ending?.readBegins()
       try {
         const { value, done } = await reader.read()
+        ending?.readEnded()
         if (done) {
           watch?.stop()
           controller.close()
@@ -59,6 +122,7 @@ export function breakSafe(body: UpstreamBody, onCancel?: () => void): ReadableSt
           controller.enqueue(value)
         }
       } catch {
+        ending?.readEnded()
         watch?.stop()
         controller.enqueue(watch?.stalled ? upstreamStalled : upstreamBroke)
         controller.close()

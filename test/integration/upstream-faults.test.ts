@@ -615,6 +615,48 @@ describe('SseRecordCheck (the pass-through relay\'s one reader)', () => {
     expect(text).toBe(stream)
   })
 
+  test('finish reasons: only a non-null finish_reason is read, for each choice; split at every byte', () => {
+    const record = (value: string) => `data: ${value}\n\n`
+    const first = [
+      record('{"id":"c","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null},{"index":1,"delta":{"role":"assistant"},"finish_reason" : null}]}'),
+      // A finish reason spelled inside content (escaped) is text, not a finish.
+      record('{"id":"c","choices":[{"index":0,"delta":{"content":"say \\"finish_reason\\":\\"stop\\""},"finish_reason":null}]}'),
+      record('{"id":"c","choices":[{"index":1,"delta":{},"finish_reason": null},{"index":0,"delta":{},"finish_reason" :\t"stop"}]}'),
+    ].join('')
+    const second = [record('{"id":"c","choices":[{"index":1,"delta":{},"finish_reason":"length"}]}'), record('{"id":"c","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}')].join('')
+    for (const [input, one, two] of [
+      [first, true, false],
+      [first + second, true, true],
+    ] as const) {
+      const bytes = new TextEncoder().encode(input)
+      for (let cut = 1; cut < bytes.byteLength; cut++) {
+        const { check, text } = feedInPieces(bytes, [cut])
+        expect(text).toBe(input)
+        expect(check.finished(1)).toBe(one)
+        expect(check.finished(2)).toBe(two)
+        expect(check.finished(3)).toBe(false)
+        expect(check.errorReported).toBe(false)
+        expect(check.sawDone).toBe(false)
+      }
+    }
+    const unfinished = feedInPieces(new TextEncoder().encode(record('{"id":"c","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}')), [3])
+    expect(unfinished.check.finished(1)).toBe(false)
+  })
+
+  test('error records: a top-level error is reported (its own abort too); the word in content or a finish reason is not', () => {
+    const read = (line: string) => feedInPieces(new TextEncoder().encode(`data: ${line}\n\n`), [7]).check
+    const upstream = read('{"error":{"message":"Tool call validation failed","type":"invalid_request_error","code":"tool_use_failed"}}')
+    expect([upstream.errorReported, upstream.abortReported]).toEqual([true, false])
+    const ours = read('{"error":{"message":"x","type":"api_error","code":"stream_aborted"}}')
+    expect([ours.errorReported, ours.abortReported]).toEqual([true, true])
+    expect(read('{"error":"overloaded"}').errorReported).toBe(true)
+    // OpenRouter: an error with finish_reason "error" on its choice is an error, not a finish.
+    const routed = read('{"id":"c","error":{"code":502,"message":"Provider disconnected"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}')
+    expect([routed.errorReported, routed.finished(1)]).toEqual([true, false])
+    expect(read('{"id":"c","choices":[{"index":0,"delta":{"content":"\\"error\\": none"},"finish_reason":null}],"error":null}').errorReported).toBe(false)
+    expect(read('{"id":"c","choices":[{"index":0,"delta":{},"content_filter_results":{"error":{"code":"x"}},"finish_reason":"stop"}]}').errorReported).toBe(false)
+  })
+
   test('a record that is not JSON, a line that is not SSE, or a record cut at the end is refused; nothing of it passes', () => {
     for (const bad of ['data: {"id":"c",oops}\n\n', '<html>\n', 'data: {"id":"c","choices":[']) {
       const input = new TextEncoder().encode(stream.replace('data: [DONE]\n\n', '') + bad)

@@ -22,7 +22,9 @@ import { chatToResponses, responsesToChat } from '../../src/dialects/responses/c
 import { readResponseObject, writeResponseObject, type ResponseShell } from '../../src/dialects/responses/convert-response'
 import { decodeResponsesStream } from '../../src/dialects/responses/decode-stream'
 import { encodeResponsesStream } from '../../src/dialects/responses/encode-stream'
-import { upstreamBroke, type ByteChunk, type StreamPart } from '../../src/dialects/stream-parts'
+import { answeredStreamGraceMs, breakSafe, UpstreamEnding, upstreamBroke, type ByteChunk, type StreamPart } from '../../src/dialects/stream-parts'
+import { SseRecordCheck } from '../../src/dialects/sse/check-records'
+import type { UpstreamBody } from '../../src/dialects/upstream-body'
 import type { AssistantResult } from '../../src/dialects/assistant-result'
 import { RouterError } from '../../src/errors/router-error'
 import { expectResponsesGrammar, parseClientSse, type ClientEvent } from '../harness/client-sse'
@@ -585,6 +587,95 @@ describe.skipIf(!haveRecorded)('recorded Responses transcripts (../shared/fixtur
     expect(summary.tools).toHaveLength(1)
     expect(() => JSON.parse(summary.tools[0]!.arguments)).not.toThrow()
     expect(summary.finish?.reason).toBe('tool_calls')
+  })
+})
+
+// =============================================================================================
+// 2b. Where a decoded stream ends (issue 37 items 11 and 12)
+
+/** An upstream body that sends `text` and then keeps its connection open until it is let go. */
+function heldOpenBody(text: string): { body: UpstreamBody; letGo: Promise<void> } {
+  const bytes = encoder.encode(text)
+  let release!: () => void
+  const letGo = new Promise<void>((resolve) => (release = resolve))
+  let sent = false
+  const source = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (sent) return letGo
+      sent = true
+      for (const piece of pieces(bytes, [61])) controller.enqueue(piece)
+    },
+    cancel() {
+      release()
+    },
+  })
+  return { body: { reader: source.getReader(), head: [], checkedHead: new Uint8Array(0), records: new SseRecordCheck(), watch: undefined }, letGo }
+}
+
+/**
+ * The parts a decoder makes of a held-open body, read to their end, and how long that took; it
+ * returns only once the body was let go (a decoder that never lets go fails the test by its timeout).
+ */
+async function decodeHeldOpen(text: string, decode: (ending: UpstreamEnding) => TransformStream<ByteChunk, StreamPart>) {
+  const { body, letGo } = heldOpenBody(text)
+  const ending = new UpstreamEnding(body)
+  const started = performance.now()
+  const parts: StreamPart[] = []
+  let hangUps = 0
+  const reader = breakSafe(body, () => hangUps++, ending).pipeThrough(decode(ending)).getReader()
+  for (;;) {
+    const { value, done } = await reader.read()
+    if (done) break
+    parts.push(value)
+  }
+  const elapsed = performance.now() - started
+  await letGo
+  // Letting go is no client hang-up.
+  expect(hangUps).toBe(0)
+  return { parts, elapsed }
+}
+
+describe('where a decoded stream ends', () => {
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) => `data: ${JSON.stringify({ id: 'chatcmpl-n', model: 'm', choices, ...extra })}\n\n`
+  const twoChoices = chunk([{ index: 0, delta: { content: 'A' }, finish_reason: null }]) + chunk([{ index: 1, delta: { content: 'B' }, finish_reason: null }]) + chunk([{ index: 0, delta: {}, finish_reason: 'stop' }])
+  const bothFinished = twoChoices + chunk([{ index: 1, delta: {}, finish_reason: 'stop' }]) + chunk([], { usage: { prompt_tokens: 5, completion_tokens: 2 } })
+
+  test('chat: a stream that ends without [DONE] is whole once every choice seen finished (n > 1), else one error part', async () => {
+    const whole = summarise(await decodeRecorded(encoder.encode(bothFinished), decodeChatStream))
+    expect(whole.finish).toEqual({ reason: 'stop', usage: { inputTokens: 5, outputTokens: 2 } })
+    expect(whole.error).toBeUndefined()
+    const half = summarise(await decodeRecorded(encoder.encode(twoChoices), decodeChatStream))
+    expect(half.finish).toBeUndefined()
+    expect(half.error).toEqual({ code: 'stream_aborted', message: expect.any(String) })
+  })
+
+  test('chat: a break after every choice finished is a clean end (finish with the usage), before it an error', async () => {
+    const whole = summarise(await decodeParts([encoder.encode(bothFinished), upstreamBroke], decodeChatStream))
+    expect(whole.finish?.usage).toEqual({ inputTokens: 5, outputTokens: 2 })
+    expect(whole.error).toBeUndefined()
+    expect(summarise(await decodeParts([encoder.encode(twoChoices), upstreamBroke], decodeChatStream)).error?.code).toBe('stream_aborted')
+  })
+
+  test.skipIf(!haveRecorded)('chat: an in-stream error (stream-error-midstream-groq.sse) on a body held open ends the parts at once and lets the upstream go', async () => {
+    const { parts, elapsed } = await decodeHeldOpen(readFileSync(join(recorded, 'openai-chat/stream-error-midstream-groq.sse'), 'utf8'), decodeChatStream)
+    expect(elapsed).toBeLessThan(500)
+    expect(parts.at(-1)).toEqual({ type: 'error', code: 'stream_aborted', message: expect.stringContaining('Tool call validation failed') })
+    expect(summarise(parts).partsAfterEnd).toBe(0)
+  })
+
+  test.skipIf(!haveRecorded)('Responses: an `error` event on a body held open (no response.failed after it) ends the parts at once and lets the upstream go', async () => {
+    const lines = readFileSync(join(recorded, 'openai-responses/stream-error-insufficient-quota.chunks.jsonl'), 'utf8').split('\n')
+    const text = new TextDecoder().decode(jsonlAsSse(lines.filter((line) => !line.includes('"type":"response.failed"')).join('\n')))
+    const { parts, elapsed } = await decodeHeldOpen(text, decodeResponsesStream)
+    expect(elapsed).toBeLessThan(500)
+    expect(parts.at(-1)).toEqual({ type: 'error', code: 'stream_aborted', message: expect.stringContaining('You exceeded your current quota') })
+  })
+
+  test('chat: a whole answer on a body held open (no [DONE]) ends with its finish and usage after the grace, and the upstream is let go', async () => {
+    const { parts, elapsed } = await decodeHeldOpen(bothFinished, decodeChatStream)
+    expect(parts.at(-1)).toEqual({ type: 'finish', reason: 'stop', usage: { inputTokens: 5, outputTokens: 2 } })
+    expect(elapsed).toBeGreaterThanOrEqual(answeredStreamGraceMs - 50)
+    expect(elapsed).toBeLessThan(answeredStreamGraceMs + 1000)
   })
 })
 

@@ -2,12 +2,14 @@
  * Chat SSE → stream parts. Reads content, reasoning (`reasoning_content`, `reasoning`), tool-call
  * fragments, the finish reason and usage (which may come after the finish chunk), comments and
  * vendor fields ignored. An upstream break, an in-stream error or a stream with no finish becomes
- * an `error` part; a clean end becomes `finish`.
+ * an `error` part; a clean end becomes `finish`. The answer is whole once every choice gave its
+ * finish reason: an end without `[DONE]` after that (or a break, or an upstream let go after the
+ * grace) is a clean end. An in-stream error ends the parts at once and lets the upstream go.
  */
 import type { EventSourceMessage } from 'eventsource-parser'
 import { decodeSse, parseJson } from '../sse/decode'
 import { mapChatFinishReason, readChatUsage } from './convert-response'
-import type { ByteChunk, FinishReason, StreamPart, Usage } from '../stream-parts'
+import type { ByteChunk, FinishReason, StreamPart, UpstreamEnding, Usage } from '../stream-parts'
 
 interface ChatChunk {
   id?: string
@@ -15,6 +17,7 @@ interface ChatChunk {
   created?: number
   error?: { message?: string; code?: unknown }
   choices?: {
+    index?: unknown
     delta?: {
       content?: unknown
       reasoning_content?: unknown
@@ -28,7 +31,11 @@ interface ChatChunk {
   usage?: unknown
 }
 
-export function decodeChatStream(): TransformStream<ByteChunk, StreamPart> {
+/**
+ * `ending`: told when the answer is whole and when it failed (the reader of the upstream's bytes
+ * then gives the upstream a short grace, or lets it go at once).
+ */
+export function decodeChatStream(ending?: UpstreamEnding): TransformStream<ByteChunk, StreamPart> {
   let started = false
   let finished = false
   let failed = false
@@ -36,7 +43,13 @@ export function decodeChatStream(): TransformStream<ByteChunk, StreamPart> {
   let usage: Usage | undefined
   /** chat tool-call index → our part index */
   const tools = new Map<number, number>()
+  /** Choice indexes that gave their finish reason, and those seen that have not (yet). */
+  const finishedChoices = new Set<number>()
+  const unfinishedChoices = new Set<number>()
   let output: TransformStreamDefaultController<StreamPart>
+
+  /** Every choice seen gave its finish reason (n > 1: each of them). */
+  const answered = () => finishedChoices.size > 0 && unfinishedChoices.size === 0
 
   const finish = () => {
     if (finished || failed) return
@@ -48,13 +61,22 @@ export function decodeChatStream(): TransformStream<ByteChunk, StreamPart> {
     failed = true
     output.enqueue({ type: 'error', message, code: 'stream_aborted' })
   }
+  /** A failure the upstream itself reported: the parts end now, and the upstream is let go. */
+  const failNow = (message: string) => {
+    fail(message)
+    ending?.letGo()
+  }
 
   const onEvent = (event: EventSourceMessage) => {
     if (finished || failed) return
-    if (event.data === '[DONE]') return finish()
+    if (event.data === '[DONE]') {
+      finish()
+      ending?.answer()
+      return
+    }
     const chunk = parseJson(event.data) as ChatChunk | undefined
-    if (!chunk || typeof chunk !== 'object') return fail('The upstream sent an unreadable stream event.')
-    if (chunk.error || event.event === 'error') return fail(chunk.error?.message ?? 'The upstream reported an error mid-stream.')
+    if (!chunk || typeof chunk !== 'object') return failNow('The upstream sent an unreadable stream event.')
+    if (chunk.error || event.event === 'error') return failNow(chunk.error?.message ?? 'The upstream reported an error mid-stream.')
     if (!started && (chunk.id || chunk.model)) {
       started = true
       output.enqueue({ type: 'start', id: chunk.id || undefined, model: chunk.model || undefined, created: chunk.created })
@@ -86,6 +108,18 @@ export function decodeChatStream(): TransformStream<ByteChunk, StreamPart> {
     if (choice?.finish_reason && finishReason !== 'refusal') finishReason = mapChatFinishReason(choice.finish_reason)
     const chunkUsage = readChatUsage(chunk.usage)
     if (chunkUsage) usage = chunkUsage
+    const choices = chunk.choices
+    if (Array.isArray(choices)) {
+      for (let position = 0; position < choices.length; position++) {
+        const seen = choices[position]
+        const index = typeof seen?.index === 'number' ? seen.index : position
+        if (seen?.finish_reason) {
+          finishedChoices.add(index)
+          unfinishedChoices.delete(index)
+        } else if (!finishedChoices.has(index)) unfinishedChoices.add(index)
+      }
+      if (answered()) ending?.answer()
+    }
   }
 
   return decodeSse<StreamPart>({
@@ -94,11 +128,14 @@ export function decodeChatStream(): TransformStream<ByteChunk, StreamPart> {
     },
     event: onEvent,
     broke(message) {
-      fail(message)
+      // What breaks after a whole answer (every choice finished) is not the client's concern.
+      if (answered()) finish()
+      else fail(message)
     },
     end() {
-      // A stream that gave a finish reason but no [DONE] still counts as complete.
-      if (finishReason !== undefined) finish()
+      // A stream whose every choice gave its finish reason is whole without [DONE] (SPEC "Stream
+      // events": only a stream that breaks before its end is stream_aborted).
+      if (answered()) finish()
       else fail('The upstream stream ended before it was complete.')
     },
   })

@@ -1,16 +1,21 @@
 /**
  * Responses SSE → stream parts (the responses-only gateway kind). Text and reasoning deltas,
  * function calls, and the terminal event with usage; encrypted reasoning is dropped; `error` and
- * `response.failed` become an `error` part.
+ * `response.failed` become an `error` part, which ends the parts at once and lets the upstream go
+ * (the error event is the break, whether or not the upstream closes after it).
  */
 import type { EventSourceMessage } from 'eventsource-parser'
 import { decodeSse, parseJson } from '../sse/decode'
-import type { ByteChunk, FinishReason, StreamPart } from '../stream-parts'
+import type { ByteChunk, FinishReason, StreamPart, UpstreamEnding } from '../stream-parts'
 import { readResponsesUsage } from './convert-response'
 
 type Json = Record<string, any>
 
-export function decodeResponsesStream(): TransformStream<ByteChunk, StreamPart> {
+/**
+ * `ending`: told when the answer is whole (the terminal event) and when it failed (the reader of the
+ * upstream's bytes then gives the upstream a short grace to end its body, or lets it go at once).
+ */
+export function decodeResponsesStream(ending?: UpstreamEnding): TransformStream<ByteChunk, StreamPart> {
   let ended = false
   let sawFunctionCall = false
   /** item id → tool index */
@@ -24,11 +29,16 @@ export function decodeResponsesStream(): TransformStream<ByteChunk, StreamPart> 
     ended = true
     output.enqueue({ type: 'error', message, code: 'stream_aborted' })
   }
+  /** A failure the upstream itself reported: the parts end now, and the upstream is let go. */
+  const failNow = (message: string) => {
+    fail(message)
+    ending?.letGo()
+  }
 
   const onEvent = (event: EventSourceMessage) => {
     if (ended || event.data === '[DONE]') return
     const data = parseJson(event.data) as Json | undefined
-    if (!data || typeof data !== 'object') return fail('The upstream sent an unreadable stream event.')
+    if (!data || typeof data !== 'object') return failNow('The upstream sent an unreadable stream event.')
     const type = String(data.type ?? event.event ?? '')
     switch (type) {
       case 'response.created':
@@ -81,12 +91,13 @@ export function decodeResponsesStream(): TransformStream<ByteChunk, StreamPart> 
             ? 'tool_calls'
             : 'stop'
         output.enqueue({ type: 'finish', reason, usage: readResponsesUsage(response.usage) })
+        ending?.answer()
         return
       }
       case 'response.failed':
-        return fail(String(data.response?.error?.message ?? 'The upstream response failed.'))
+        return failNow(String(data.response?.error?.message ?? 'The upstream response failed.'))
       case 'error':
-        return fail(String(data.error?.message ?? data.message ?? 'The upstream reported an error mid-stream.'))
+        return failNow(String(data.error?.message ?? data.message ?? 'The upstream reported an error mid-stream.'))
       default:
         return
     }

@@ -2,7 +2,9 @@
  * The one reader of an SSE body relayed byte for byte (STYLE: same dialect in and out, the bytes
  * pass straight through, read only for what the log needs). It cuts the bytes into lines, checks
  * that every line is an SSE field and every `data:` record a JSON object (or `[DONE]`), and keeps
- * whether `[DONE]` came, the last `usage` object and whether the stream reported its own abort.
+ * whether `[DONE]` came, which choices gave their finish reason (a stream whose every choice
+ * finished is whole without `[DONE]`), the last `usage` object and whether the stream reported an
+ * error (the break itself, SPEC "Stream events") or its own abort.
  * A line is let through only once it is whole and checked, so an unusable record never reaches the
  * client: the relay ends the stream with the dialect's failure instead (SPEC "Stream events").
  *
@@ -15,8 +17,9 @@
  * chunk boundary); test/integration/upstream-faults.test.ts feeds a stream split at every byte.
  *
  * It works on the bytes as they came: a record is checked by dialects/json-scan.ts without being
- * decoded or built, and only a record that names `usage` or `error` is parsed, for what the log
- * needs (chat streams carry usage in their last chunk).
+ * decoded or built, and only a record that names `usage` or `error`, or a `finish_reason` that is
+ * not null, is parsed, for what the log needs (chat streams carry usage in their last chunk) and
+ * for the stream's end (a finish reason comes once per choice).
  */
 import { JsonScan, scanJsonObject } from '../json-scan'
 
@@ -28,6 +31,8 @@ const otherFields = [ascii('event:'), ascii('id:'), ascii('retry:')]
 const doneValue = ascii('[DONE]')
 const usageKey = Buffer.from('"usage"')
 const errorKey = Buffer.from('"error"')
+const finishKey = Buffer.from('"finish_reason"')
+const nullValue = ascii('null')
 
 function startsWith(bytes: Uint8Array, at: number, end: number, prefix: Uint8Array): boolean {
   if (end - at < prefix.length) return false
@@ -41,8 +46,19 @@ const maximumLineBytes = 16 * 1024 * 1024
 const colon = 58
 const lowerD = 100
 const space = 32
+const tab = 9
 const lineFeed = 10
 const carriageReturn = 13
+
+/** The index of the first byte at or after `at` that is not JSON whitespace (or `end`). */
+function skipSpace(bytes: Uint8Array, at: number, end: number): number {
+  while (at < end) {
+    const byte = bytes[at]
+    if (byte !== space && byte !== tab && byte !== lineFeed && byte !== carriageReturn) break
+    at++
+  }
+  return at
+}
 
 function concat(first: Uint8Array, second: Uint8Array): Uint8Array {
   const joined = new Uint8Array(first.byteLength + second.byteLength)
@@ -70,12 +86,22 @@ export class SseRecordCheck {
   usage: unknown = undefined
   /** A record `{error:{code:'stream_aborted'}}` came: the stream already ends with its own failure. */
   abortReported = false
+  /** A record `{error: …}` came: the upstream reported a failure mid-stream, which ends the stream. */
+  errorReported = false
   /** Why the stream is unusable, once a check failed. */
   problem: string | undefined = undefined
   /** The bytes of a line not yet ended, held back until it is whole. */
   private carry: Uint8Array | undefined = undefined
   private usageAt = -1
   private errorAt = -1
+  private finishAt = -1
+  /** The choice indexes whose finish reason came (created by the first one). */
+  private finishedChoices: Set<number> | undefined = undefined
+
+  /** Every one of `choices` choices gave its finish reason (n > 1: each of them): the answer is whole. */
+  finished(choices: number): boolean {
+    return this.finishedChoices !== undefined && this.finishedChoices.size >= choices
+  }
 
   /**
    * The bytes that may go to the client now: the whole lines of `chunk` (after any held-back start
@@ -110,9 +136,10 @@ export class SseRecordCheck {
     // One Buffer view per chunk, for its native multi-byte search.
     const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
     const length = bytes.byteLength
-    // Where the next `"usage"` and `"error"` are, searched once per chunk and again only when passed.
+    // Where the next `"usage"`, `"error"` and `"finish_reason"` are, searched once per chunk and again only when passed.
     this.usageAt = bytes.indexOf(usageKey)
     this.errorAt = bytes.indexOf(errorKey)
+    this.finishAt = bytes.indexOf(finishKey)
     let start = 0
     let lineFeedAt = bytes.indexOf(lineFeed)
     let carriageReturnAt = bytes.indexOf(carriageReturn)
@@ -157,10 +184,12 @@ export class SseRecordCheck {
       this.problem = scan === JsonScan.NotObject ? 'a data record that is not a JSON object' : 'a data record that is not JSON'
       return false
     }
-    // Only a record that names usage or an error is read, for the log.
+    // Only a record that names usage or an error, or gives a finish reason, is read.
     if (this.usageAt !== -1 && this.usageAt < start) this.usageAt = bytes.indexOf(usageKey, start)
     if (this.errorAt !== -1 && this.errorAt < start) this.errorAt = bytes.indexOf(errorKey, start)
-    if ((this.usageAt === -1 || this.usageAt >= end) && (this.errorAt === -1 || this.errorAt >= end)) return true
+    if (this.finishAt !== -1 && this.finishAt < start) this.finishAt = bytes.indexOf(finishKey, start)
+    const finishes = this.finishAt !== -1 && this.finishAt < end && this.givesFinishReason(bytes, end)
+    if (!finishes && (this.usageAt === -1 || this.usageAt >= end) && (this.errorAt === -1 || this.errorAt >= end)) return true
     let value: unknown
     try {
       value = JSON.parse(decoder.decode(bytes.subarray(start, end)))
@@ -168,9 +197,40 @@ export class SseRecordCheck {
       this.problem = 'a data record that is not JSON'
       return false
     }
-    const { usage, error } = value as { usage?: unknown; error?: { code?: unknown } | null }
+    const { usage, error, choices } = value as { usage?: unknown; error?: { code?: unknown } | string | null; choices?: unknown }
     if (usage !== undefined && usage !== null) this.usage = usage
-    if (typeof error === 'object' && error !== null && error.code === 'stream_aborted') this.abortReported = true
+    if ((typeof error === 'object' && error !== null) || (typeof error === 'string' && error !== '')) {
+      this.errorReported = true
+      if (typeof error === 'object' && error.code === 'stream_aborted') this.abortReported = true
+    }
+    if (finishes && Array.isArray(choices)) {
+      for (let position = 0; position < choices.length; position++) {
+        const choice = choices[position] as { index?: unknown; finish_reason?: unknown } | null
+        // OpenRouter's `finish_reason: 'error'` comes with an error record: not an end.
+        if (typeof choice !== 'object' || choice === null || typeof choice.finish_reason !== 'string' || choice.finish_reason === 'error') continue
+        ;(this.finishedChoices ??= new Set()).add(typeof choice.index === 'number' ? choice.index : position)
+      }
+    }
     return true
+  }
+
+  /**
+   * Whether a `"finish_reason"` from `finishAt` on, before `end`, has a value other than null
+   * (chat sends `"finish_reason":null` in nearly every chunk: only the bytes after the name are
+   * looked at, and the record is parsed only for a real one). Leaves `finishAt` on the one found.
+   */
+  private givesFinishReason(bytes: Buffer, end: number): boolean {
+    let at = this.finishAt
+    while (at !== -1 && at < end) {
+      let value = skipSpace(bytes, at + finishKey.length, end)
+      if (bytes[value] === colon) value = skipSpace(bytes, value + 1, end)
+      if (!startsWith(bytes, value, end, nullValue)) {
+        this.finishAt = at
+        return true
+      }
+      at = bytes.indexOf(finishKey, value)
+    }
+    this.finishAt = at
+    return false
   }
 }

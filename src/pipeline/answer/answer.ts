@@ -30,7 +30,7 @@ import { decodeChatStream } from '../../dialects/chat/decode-stream'
 import { readResponseObject } from '../../dialects/responses/convert-response'
 import { decodeResponsesStream } from '../../dialects/responses/decode-stream'
 import { UntranslatableReply, type AssistantResult } from '../../dialects/assistant-result'
-import { breakSafe, type StreamPart, type Usage } from '../../dialects/stream-parts'
+import { breakSafe, UpstreamEnding, type StreamPart, type Usage } from '../../dialects/stream-parts'
 import type { ReplyKind } from '../../dialects/reply-shape'
 import { clientToolNames, extendChatBody, extendResponsesBody, type FinishedRound } from '../../dialects/tool-rounds'
 import { scrubSecret } from '../../gateways/scrub-secret'
@@ -206,7 +206,7 @@ export function reenvelopedError(context: AuthenticatedContext, deps: InferenceD
  * (or, with fields to attach, its parsed object written again with them beside it); a stream piped
  * record by record once each is whole and checked.
  */
-export function relayReply(context: AuthenticatedContext, deps: InferenceDeps, result: SuccessResult, _parsed?: unknown, stages?: PassedStages): Response {
+export function relayReply(context: AuthenticatedContext, deps: InferenceDeps, result: SuccessResult, parsed?: ParsedRequest, stages?: PassedStages): Response {
   const extras = stages?.extras
   recordServingAttempt(context, result)
   const upstream = result.response
@@ -222,6 +222,8 @@ export function relayReply(context: AuthenticatedContext, deps: InferenceDeps, r
     return finishAnswer(context, deps, upstream.status, body, 'application/json')
   }
   const started = result.stream
+  // A chat stream of `n` choices is whole when each gave its finish reason.
+  const choices = parsed?.upstreamBody.n
   return finishStream(context, deps, upstream.status, (ended) =>
     relayChatStream(
       started,
@@ -233,6 +235,7 @@ export function relayReply(context: AuthenticatedContext, deps: InferenceDeps, r
         else ended(upstream.status, end.complete ? undefined : 'stream_aborted')
       },
       context.limited?.hidesUsage,
+      typeof choices === 'number' && Number.isInteger(choices) && choices > 1 ? choices : 1,
     ),
   )
 }
@@ -491,9 +494,14 @@ async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect,
   }
 }
 
-/** A begun upstream stream as parts (its dialect decoded; a break, stall or bad event becomes an `error` part). */
+/**
+ * A begun upstream stream as parts (its dialect decoded; a break, stall or bad event becomes an
+ * `error` part). The parts end with the answer: on an error event at once, the upstream let go; once
+ * the answer is whole, when the upstream ends its body or after a short grace (stream-parts.ts).
+ */
 function roundParts(result: SuccessResult, onCancel: (() => void) | undefined): ReadableStream<StreamPart> {
-  return breakSafe(result.stream!, onCancel).pipeThrough(result.replyKind === 'response' ? decodeResponsesStream() : decodeChatStream())
+  const ending = new UpstreamEnding(result.stream!)
+  return breakSafe(result.stream!, onCancel, ending).pipeThrough(result.replyKind === 'response' ? decodeResponsesStream(ending) : decodeChatStream(ending))
 }
 
 /** Watches parts for usage and the end of the stream (for the log), passing them on unchanged. */

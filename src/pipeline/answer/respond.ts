@@ -1,9 +1,10 @@
 /**
  * Answering the client: headers every /v1 response carries, error envelopes, and the piped
  * same-dialect stream (bytes pass through record by record once checked; a break, a stall past the
- * idle limit or an unusable record ends it with one stream_aborted record, no [DONE]).
+ * idle limit, an unusable record or an error record before the answer is whole ends it with one
+ * stream_aborted record, no [DONE]; a whole answer without [DONE] gets one).
  */
-import { brokenStreamMessage, upstreamBroke, upstreamStalled } from '../../dialects/stream-parts'
+import { answeredStreamGraceMs, brokenStreamMessage, upstreamBroke, upstreamStalled } from '../../dialects/stream-parts'
 import type { UpstreamBody } from '../../dialects/upstream-body'
 import { copyRateLimitHeaders } from '../../gateways/client'
 import type { RequestContext } from '../request/context'
@@ -79,8 +80,10 @@ export function streamAbortedRecord(message: string): Uint8Array {
   return encoder.encode(`data: ${JSON.stringify({ error: { message, type: 'api_error', code: 'stream_aborted' } })}\n\n`)
 }
 
+const doneRecord = encoder.encode('data: [DONE]\n\n')
+
 export interface StreamEnd {
-  /** true when the upstream ended cleanly with `data: [DONE]`. */
+  /** true when the answer was whole: `data: [DONE]` came, or every choice gave its finish reason. */
   complete: boolean
   clientClosed: boolean
 }
@@ -92,12 +95,37 @@ interface DirectSink {
   close(): unknown
 }
 
+const newLine = encoder.encode('\n')
+const blankLine = encoder.encode('\n\n')
+
 /**
- * Pipes a begun upstream SSE body to the client unchanged, line by line once each line is whole
- * and checked (the record check also reads `[DONE]` and usage). A broken, stalled or unusable
- * upstream ends with one stream_aborted record and the upstream request aborted; a client hang-up
- * aborts the upstream through `controller`. The idle watch is stamped on each chunk.
+ * What must be written after `last` (the bytes the client got last) for a record appended by the
+ * relay to be a record of its own: nothing after a blank line, else the line ends it lacks (an
+ * upstream may end its body without the blank line after its last record, or mid-line).
  */
+function recordBreak(last: Uint8Array): Uint8Array | undefined {
+  let at = last.byteLength - 1
+  let lineEnds = 0
+  while (at >= 0 && lineEnds < 2) {
+    const byte = last[at]
+    if (byte === 10) {
+      lineEnds++
+      at--
+      if (at >= 0 && last[at] === 13) at--
+    } else if (byte === 13) {
+      lineEnds++
+      at--
+    } else break
+  }
+  if (lineEnds >= 2 || last.byteLength === 0) return undefined
+  return lineEnds === 1 ? newLine : blankLine
+}
+
+/** The grace timer's callback: the reader as its argument (no closure per read). */
+function letGoAfterGrace(reader: ReadableStreamDefaultReader<Uint8Array>) {
+  reader.cancel().catch(() => {})
+}
+
 /** A line of a chat stream that is only the usage chunk: `data: {…, "choices": [], "usage": {…}}`. */
 function isUsageOnly(line: string): boolean {
   if (!line.startsWith('data:') || !line.includes('"usage"')) return false
@@ -140,7 +168,20 @@ export function withoutUsageChunk(chunk: Uint8Array): Uint8Array {
   return removed ? encoder.encode(kept) : chunk
 }
 
-export function relayChatStream(upstream: UpstreamBody, controller: AbortController, onEnd: (end: StreamEnd) => void, hideUsage = false): ReadableStream<Uint8Array> {
+/**
+ * Pipes a begun upstream SSE body to the client unchanged, line by line once each line is whole
+ * and checked (the record check also reads `[DONE]`, the finish reasons, usage and error records).
+ * The answer is whole on `[DONE]`, or once each of the `choices` choices gave its finish reason
+ * (usage may follow in a chunk of its own): the upstream's end then ends the stream as complete,
+ * with a `[DONE]` of ours when it sent none, and so does a break or an upstream that keeps the
+ * connection open past the grace (answeredStreamGraceMs, counted only while a read waits).
+ * A broken or stalled upstream before the answer is whole, or a record that is not usable before
+ * `[DONE]`, ends with one stream_aborted record and the upstream request aborted. An error record is
+ * the break itself (SPEC "Stream
+ * events"): relayed as it came, then the stream_aborted record at once, the upstream let go. A
+ * client hang-up aborts the upstream through `controller`. The idle watch is stamped on each chunk.
+ */
+export function relayChatStream(upstream: UpstreamBody, controller: AbortController, onEnd: (end: StreamEnd) => void, hideUsage = false, choices = 1): ReadableStream<Uint8Array> {
   const { reader, records, watch } = upstream
   let ended = false
   const finish = (complete: boolean, clientClosed: boolean) => {
@@ -155,50 +196,73 @@ export function relayChatStream(upstream: UpstreamBody, controller: AbortControl
     type: 'direct',
     async pull(sink: DirectSink) {
       let failure: string | undefined
+      /** The failure is a record that is not usable (not a break of the connection). */
+      let unusable = false
+      let grace: ReturnType<typeof setTimeout> | undefined
+      /** The bytes the client got last (a record of ours after them must start a record of its own). */
+      let last = upstream.checkedHead
       try {
         let checked = hideUsage ? withoutUsageChunk(upstream.checkedHead) : upstream.checkedHead
         for (;;) {
           if (checked.byteLength > 0) {
             sink.write(checked)
+            last = checked
             // flush() answers a promise only under back-pressure: awaiting a plain number would cost a
             // microtask per chunk for nothing.
             const flushed = sink.flush()
             if (flushed instanceof Promise) await flushed
           }
+          if (records.errorReported) break
+          // Once the answer is whole, a read the upstream keeps waiting past the grace ends the stream
+          // as its end would: a timer for the last read or two of a stream, none before.
+          if (records.sawDone || records.finished(choices)) grace = setTimeout(letGoAfterGrace, answeredStreamGraceMs, reader)
           const { value, done } = await reader.read()
+          if (grace !== undefined) clearTimeout(grace)
           if (done) break
           if (watch) watch.lastByteAt = performance.now()
           const next = records.feed(value)
           if (next === undefined) {
             failure = `The upstream sent ${records.problem}.`
+            unusable = true
             break
           }
           checked = hideUsage ? withoutUsageChunk(next) : next
         }
-        if (failure === undefined && !ended) {
-          const last = records.end()
-          if (last === undefined) failure = `The upstream sent ${records.problem}.`
-          else if (last.byteLength > 0) sink.write(hideUsage ? withoutUsageChunk(last) : last)
+        if (failure === undefined && !ended && !records.errorReported) {
+          const tail = records.end()
+          if (tail === undefined) {
+            failure = `The upstream sent ${records.problem}.`
+            unusable = true
+          } else if (tail.byteLength > 0) {
+            const kept = hideUsage ? withoutUsageChunk(tail) : tail
+            if (kept.byteLength > 0) {
+              sink.write(kept)
+              last = kept
+            }
+          }
         }
       } catch {
+        if (grace !== undefined) clearTimeout(grace)
         if (ended) return
         failure = brokenStreamMessage(watch?.stalled ? upstreamStalled : upstreamBroke)
       }
       if (ended) return
-      if (failure !== undefined) {
-        // The records checked so far went out; the unusable one and whatever follows do not. After
-        // `[DONE]` the answer was whole: what broke after it (an upstream that kept the connection
-        // open until the idle limit, bytes after the end) is not the client's concern.
-        controller.abort('unusable')
+      // What breaks after a whole answer (a connection cut or held open after the last choice's
+      // finish, anything after [DONE]) is not the client's concern; an error record is the break
+      // whatever came before it, and so is a record that is not usable in place of [DONE].
+      const complete = !records.errorReported && (records.sawDone || (!unusable && records.finished(choices)))
+      if (failure !== undefined || records.errorReported) {
+        // The records checked so far went out; an unusable one and whatever follows do not.
+        controller.abort(records.errorReported ? 'upstream-error' : 'unusable')
         reader.cancel().catch(() => {})
-        if (!records.sawDone) sink.write(streamAbortedRecord(failure))
-        sink.close()
-        finish(records.sawDone, false)
-        return
       }
-      const complete = records.sawDone
-      // A translating adapter upstream of here may already have ended with its own record.
-      if (!complete && !records.abortReported) sink.write(streamAbortedRecord('The upstream stream ended before it was complete.'))
+      if (complete) {
+        if (!records.sawDone) writeRecord(sink, last, doneRecord)
+      } else if (!records.abortReported && !records.sawDone) {
+        // Not after a record of the upstream's own abort (a translating adapter upstream of here), nor after [DONE].
+        const message = records.errorReported ? 'The upstream reported an error mid-stream.' : (failure ?? 'The upstream stream ended before it was complete.')
+        writeRecord(sink, last, streamAbortedRecord(message))
+      }
       sink.close()
       finish(complete, false)
     },
@@ -208,4 +272,11 @@ export function relayChatStream(upstream: UpstreamBody, controller: AbortControl
       finish(false, true)
     },
   } as unknown as UnderlyingDefaultSource<Uint8Array>)
+}
+
+/** A record of the relay's own after the upstream's bytes, as a record of its own. */
+function writeRecord(sink: DirectSink, last: Uint8Array, record: Uint8Array) {
+  const lineEnds = recordBreak(last)
+  if (lineEnds) sink.write(lineEnds)
+  sink.write(record)
 }

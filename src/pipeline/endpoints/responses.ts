@@ -159,10 +159,12 @@ function nativeStream(
       if (flat) data.error = { type: String(data.code ?? 'server_error'), code: data.code ?? null, message: String(data.message ?? 'The upstream reported an error.'), param: data.param ?? null }
       const error = data.error as Json
       reportedError = { code: String(error.code ?? error.type ?? 'server_error'), message: String(error.message ?? '') }
-      output.enqueue(sseEvent(type, flat ? { type, sequence_number: data.sequence_number, error: data.error } : data))
       // The error is the break: the stream ends now with its terminal response.failed, whether or not
-      // the upstream would send its own and close.
-      emitFailure(reportedError.code, reportedError.message, true)
+      // the upstream would send its own and close. An error before the response was described comes
+      // after the one response.created the client must get first, in our form.
+      if (snapshot) output.enqueue(sseEvent(type, flat ? { type, sequence_number: data.sequence_number, error: data.error } : data))
+      else if (typeof data.sequence_number === 'number') sequence = data.sequence_number
+      emitFailure(reportedError.code, reportedError.message, snapshot !== undefined)
       end(200, 'stream_aborted')
       ending.letGo()
       return
