@@ -198,6 +198,29 @@ describe('traces', () => {
     expect(spans.find((span) => span.kind === SERVER)!.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736')
   })
 
+  test('gen_ai.response.model is the model the answer names (a dated snapshot), not the one asked for: buffered, streamed, translated', async () => {
+    await using receiver = await startOtlpReceiver()
+    await using env = await startGateways(['openai'], tracingEnv(receiver))
+    const { server } = env
+    const dated = 'gpt-4o-mini-2024-07-18'
+    env.mocks.openai!.handle((request) => (request.body?.stream ? { sse: chatChunks(dated) } : { json: chatCompletion(dated) }))
+    const chatKey = await createInferenceKey(server, { routing: { targets: [{ provider_key_id: env.providers.openai }] } })
+    const messagesKey = await createInferenceKey(server, { api_shape: 'messages', routing: { targets: [{ provider_key_id: env.providers.openai }] } })
+    const chatBody = { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }
+    expect((await httpCall(server, 'POST', '/v1/chat/completions', chatBody, bearerHeader(chatKey.key))).status).toBe(200)
+    expect((await httpCall(server, 'POST', '/v1/chat/completions', { ...chatBody, stream: true }, bearerHeader(chatKey.key))).status).toBe(200)
+    const messagesBody = { model: 'openai/gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: 'hi' }] }
+    expect((await httpCall(server, 'POST', '/v1/messages', messagesBody, bearerHeader(messagesKey.key))).status).toBe(200)
+    expect((await httpCall(server, 'POST', '/v1/messages', { ...messagesBody, stream: true }, bearerHeader(messagesKey.key))).status).toBe(200)
+    const spans = await spansAfterFlush(server, receiver, 8)
+    const roots = spans.filter((span) => span.kind === SERVER)
+    expect(roots).toHaveLength(4)
+    for (const root of roots) {
+      expect(root.attributes['gen_ai.request.model']).toBe('openai/gpt-4o-mini')
+      expect(root.attributes['gen_ai.response.model']).toBe(dated)
+    }
+  })
+
   test('the OTLP endpoint is logged without its user info or query', async () => {
     const lines: Record<string, unknown>[] = []
     const logger = { debug() {}, error() {}, info: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, ...fields }), warn: (event: string, fields?: Record<string, unknown>) => void lines.push({ event, ...fields }) }

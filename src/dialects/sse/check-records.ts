@@ -188,7 +188,9 @@ export class SseRecordCheck {
     if (this.usageAt !== -1 && this.usageAt < start) this.usageAt = bytes.indexOf(usageKey, start)
     if (this.errorAt !== -1 && this.errorAt < start) this.errorAt = bytes.indexOf(errorKey, start)
     if (this.finishAt !== -1 && this.finishAt < start) this.finishAt = bytes.indexOf(finishKey, start)
-    const finishes = this.finishAt !== -1 && this.finishAt < end && this.givesFinishReason(bytes, end)
+    const finishes = this.finishAt !== -1 && this.finishAt < end && (this.finishAt = nonNullAt(bytes, this.finishAt, finishKey, end)) !== -1 && this.finishAt < end
+    // `"usage":null` rides on every chunk of a stream asked for usage: only a usage that is one is read.
+    if (this.usageAt !== -1 && this.usageAt < end) this.usageAt = nonNullAt(bytes, this.usageAt, usageKey, end)
     if (!finishes && (this.usageAt === -1 || this.usageAt >= end) && (this.errorAt === -1 || this.errorAt >= end)) return true
     let value: unknown
     try {
@@ -214,23 +216,20 @@ export class SseRecordCheck {
     return true
   }
 
-  /**
-   * Whether a `"finish_reason"` from `finishAt` on, before `end`, has a value other than null
-   * (chat sends `"finish_reason":null` in nearly every chunk: only the bytes after the name are
-   * looked at, and the record is parsed only for a real one). Leaves `finishAt` on the one found.
-   */
-  private givesFinishReason(bytes: Buffer, end: number): boolean {
-    let at = this.finishAt
-    while (at !== -1 && at < end) {
-      let value = skipSpace(bytes, at + finishKey.length, end)
-      if (bytes[value] === colon) value = skipSpace(bytes, value + 1, end)
-      if (!startsWith(bytes, value, end, nullValue)) {
-        this.finishAt = at
-        return true
-      }
-      at = bytes.indexOf(finishKey, value)
-    }
-    this.finishAt = at
-    return false
+}
+
+/**
+ * The first `key` from `at` on whose value, before `end`, is not null; else the next `key` at or after
+ * `end` (-1: none). Chat sends `"finish_reason":null` in nearly every chunk, and `"usage":null` too
+ * when usage is asked for: only the bytes after the name are looked at, and a record is parsed only
+ * for a real value.
+ */
+function nonNullAt(bytes: Buffer, at: number, key: Buffer, end: number): number {
+  while (at !== -1 && at < end) {
+    let value = skipSpace(bytes, at + key.length, end)
+    if (bytes[value] === colon) value = skipSpace(bytes, value + 1, end)
+    if (!startsWith(bytes, value, end, nullValue)) return at
+    at = bytes.indexOf(key, value)
   }
+  return at
 }

@@ -38,7 +38,7 @@ import { upstreamMessage } from '../routing/classify-failure'
 import type { AuthenticatedContext } from '../request/context'
 import { failWith, finishAnswer, finishFailedRun, finishJson, finishStream, recordServingAttempt, type StreamEnded } from './finish'
 import type { Operation, PlannedAttempt } from '../routing/plan-route'
-import { readUsage, readUsageFromBody, relayChatStream } from './respond'
+import { noteResponseModel, noteResponseModelIn, readUsage, readUsageFromBody, relayChatStream } from './respond'
 import { runRoutedCall, type RoutedCallInput, type UpstreamCall } from '../routing/routed-call'
 import type { RunResult } from '../routing/run-attempts'
 import { startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type RoutePreference, type StageSiblings, type ToolCallRequest } from '../stages/registry'
@@ -213,15 +213,22 @@ export function relayReply(context: AuthenticatedContext, deps: InferenceDeps, r
   // Success answers carry our own content type: the body was checked to be JSON or an event stream.
   if (extras && !result.stream && result.value !== undefined) {
     readUsage((result.value as { usage?: unknown }).usage, context)
+    noteResponseModel(context, (result.value as { model?: unknown }).model)
     return finishJson(context, deps, upstream.status, { ...(result.value as object), ...extras })
   }
   if (!result.stream) {
     const body = result.body ?? new ArrayBuffer(0)
-    if (result.value === undefined) readUsageFromBody(body, context)
-    else readUsage((result.value as { usage?: unknown }).usage, context)
+    if (result.value === undefined) {
+      readUsageFromBody(body, context)
+      noteResponseModelIn(context, body)
+    } else {
+      readUsage((result.value as { usage?: unknown }).usage, context)
+      noteResponseModel(context, (result.value as { model?: unknown }).model)
+    }
     return finishAnswer(context, deps, upstream.status, body, 'application/json')
   }
   const started = result.stream
+  noteResponseModelIn(context, started.checkedHead)
   // A chat stream of `n` choices is whole when each gave its finish reason.
   const choices = parsed?.upstreamBody.n
   return finishStream(context, deps, upstream.status, (ended) =>
@@ -461,6 +468,7 @@ async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect,
     } catch (error) {
       return untranslatable(context, deps, result, error)
     }
+    noteResponseModel(context, reply.model)
     // The rounds' usage so far is what the log keeps even if a later round fails: it was billed.
     setTokens(context, addUsage(addUsage(undefined, before?.usage), reply.usage))
     enrichment?.roundUsage(reply.usage)
@@ -509,7 +517,8 @@ function tapParts(context: AuthenticatedContext, end: StreamEnded): TransformStr
   let ended = false
   return new TransformStream<StreamPart, StreamPart>({
     transform(part, controller) {
-      if (part.type === 'finish' && part.usage) setTokens(context, part.usage)
+      if (part.type === 'start') noteResponseModel(context, part.model)
+      else if (part.type === 'finish' && part.usage) setTokens(context, part.usage)
       if (!ended && (part.type === 'finish' || part.type === 'error')) {
         ended = true
         end(200, part.type === 'finish' ? undefined : part.code)

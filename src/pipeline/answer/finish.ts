@@ -68,7 +68,7 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
       model: context.model,
       gateway: context.gateway,
       upstreamModel: context.upstreamModel,
-      responseModel: context.responseModel ?? context.upstreamModel,
+      responseModel: context.responseModel,
       inputTokens: context.inputTokens,
       outputTokens: context.outputTokens,
       attempts: context.attempts,

@@ -37,6 +37,28 @@ export function readUsage(usage: unknown, context: RequestContext) {
   if (cached !== undefined) context.cachedInputTokens = cached
 }
 
+/**
+ * The model an answer names (`model` of a completion, a chunk, a Response), for the request's span
+ * (`gen_ai.response.model`): kept only while the request is traced, and only the first one named.
+ */
+export function noteResponseModel(context: RequestContext, model: unknown) {
+  if (context.span && context.responseModel === undefined && typeof model === 'string' && model !== '') context.responseModel = model
+}
+
+const modelField = /"model"\s*:\s*("(?:[^"\\]|\\.)*")/
+const headDecoder = new TextDecoder()
+
+/** The model named near the start of an answer's bytes (a completion's, a stream's first chunk), read only while traced. */
+export function noteResponseModelIn(context: RequestContext, bytes: Uint8Array | ArrayBuffer | undefined) {
+  if (!context.span || context.responseModel !== undefined || !bytes) return
+  const view = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes)
+  const match = modelField.exec(headDecoder.decode(view.subarray(0, 2048)))
+  if (!match) return
+  try {
+    noteResponseModel(context, JSON.parse(match[1]!))
+  } catch {}
+}
+
 const usageKey = Buffer.from('"usage"')
 const tailDecoder = new TextDecoder()
 

@@ -16,7 +16,7 @@ import type { AuthenticatedContext } from '../request/context'
 import { failWith, finishJson, finishStream, recordServingAttempt, type StreamEnded } from '../answer/finish'
 import { isObject, readJsonBody } from '../../http/read-body'
 import { requireModel, siblingsOf, stripRouterFields } from '../request/prepare-chat'
-import { readUsage, setRoutingHeaders } from '../answer/respond'
+import { noteResponseModel, readUsage, setRoutingHeaders } from '../answer/respond'
 import { isUnixSeconds, issueNativeResponseId, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
 import { defaultUpstreamTimeoutMs } from '../routing/plan-route'
 import { relayUpstreamError, type Attach, type ClientDialect, type ParsedRequest, type Served, type SuccessResult, type ToolNames } from '../answer/answer'
@@ -175,6 +175,7 @@ function nativeStream(
       else ending.answer()
       const usage = data.response?.usage
       if (usage) readUsage(usage, context)
+      noteResponseModel(context, data.response?.model)
       if (attach && type !== 'response.failed') {
         held = attach(answerText).then((fields) => {
           if (fields && isObject(data.response)) data.response = { ...data.response, ...fields }
@@ -312,6 +313,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
       return failWith(context, deps, new RouterError('upstream_unreadable', `The reply from ${result.step.gateway} is not a Response object: ${(error as Error).message}`))
     }
     if (isObject(value.usage)) readUsage(value.usage, context)
+    noteResponseModel(context, value.model)
     return finishJson(context, deps, 200, { ...rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, stages?.hiddenTools), ...stages?.extras })
   },
   served: (context, served) => setMode(context, served.step.provider),
