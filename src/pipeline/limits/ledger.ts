@@ -100,12 +100,6 @@ export type KeyWindowsReader = (
   own: { ids: string[]; sinceMs: number; batchIds?: string[] },
 ) => Promise<{ windows: [string, KeyWindows][]; found: string[]; foundBatches?: string[] }>
 
-/** Adds `amount` to a day's sum, dropping a sum that comes back to 0 (the maps stay as small as the days in use). */
-function addTo(days: Map<number, number>, day: number, amount: number) {
-  const sum = (days.get(day) ?? 0) + amount
-  if (sum === 0) days.delete(day)
-  else days.set(day, sum)
-}
 
 /**
  * A key's windows. Money is whole nano-dollars throughout (storage/money.ts), and kept in three
@@ -129,6 +123,8 @@ export class KeyLedger {
   readAt = 0
   loading: Promise<void> | undefined
   usedAt = 0
+  /** A coarse clock for settled tickets' wait (set by each read and sync): no clock read per request. */
+  clock = Date.now()
 
   constructor(
     readonly keyId: string,
@@ -147,11 +143,15 @@ export class KeyLedger {
     this.shownSeconds = new Map((windows?.seconds ?? []).map(([second, requests, tokens]) => [second, [requests, tokens]]))
     this.shownDays = new Map(windows?.days ?? [])
     this.readAt = startedAt
+    this.clock = startedAt
+    // Counted afresh at the next admission, from the new view.
+    this.countedFirst = Number.NaN
+    this.countedDay = Number.NaN
     for (const ticket of asked) {
       if (found.has(ticket.requestId)) this.forget(ticket)
       else if (ticket.held !== 0 && ticket.batchId !== undefined && foundBatches.has(ticket.batchId)) {
         // The batch's row holds its reservation now, and the sums count it: the own copy goes.
-        addTo(this.ownDays, ticket.day, -ticket.held)
+        this.addDay(this.ownDays, ticket.day, -ticket.held)
         ticket.spent -= ticket.held
         ticket.held = 0
       }
@@ -161,7 +161,19 @@ export class KeyLedger {
     for (const second of this.ownSeconds.keys()) if (second < oldest) this.ownSeconds.delete(second)
     const month = monthStartOf(startedAt)
     for (const day of this.ownDays.keys()) if (day < month) this.ownDays.delete(day)
+    for (const [day, nano] of this.reservedDays) if (nano === 0 && day < startedAt - dayMs) this.reservedDays.delete(day)
   }
+
+  /**
+   * The windows' sums as of the last count, kept up to date as requests come and go, so an admission
+   * does not walk the minute's seconds and the month's days: they are counted again only when the
+   * minute window moves on a second (or the day changes), after a read of the database, and after a
+   * share leaves (the oldest second holding any may change then).
+   */
+  private countedFirst = Number.NaN
+  private countedDay = Number.NaN
+  private countedMonth = 0
+  private readonly counted: Totals = { requests: 0, tokens: 0, nanoToday: 0, nanoMonth: 0, oldestRequests: Infinity, oldestTokens: Infinity }
 
   private addSecond(second: number, requests: number, tokens: number) {
     const sums = this.ownSeconds.get(second)
@@ -169,6 +181,27 @@ export class KeyLedger {
       sums[0] += requests
       sums[1] += tokens
     } else this.ownSeconds.set(second, [requests, tokens])
+    if (second < this.countedFirst) return
+    if (requests < 0 || tokens < 0) {
+      this.countedFirst = Number.NaN
+      return
+    }
+    const counted = this.counted
+    counted.requests += requests
+    counted.tokens += tokens
+    if (requests > 0 && second < counted.oldestRequests) counted.oldestRequests = second
+    if (tokens > 0 && second < counted.oldestTokens) counted.oldestTokens = second
+  }
+
+  /**
+   * Adds `amount` to a day's sum. A sum that comes back to 0 stays (a request's reservation comes and
+   * goes on every request: deleting and adding the entry each time churns the map); days out of the
+   * month leave with each read of the database.
+   */
+  private addDay(days: Map<number, number>, day: number, amount: number) {
+    days.set(day, (days.get(day) ?? 0) + amount)
+    if (day === this.countedDay) this.counted.nanoToday += amount
+    if (day >= this.countedMonth) this.counted.nanoMonth += amount
   }
 
   /** Counts a request in and holds `reserve` nano-dollars for it (a whole number, checked by the limiter). */
@@ -178,7 +211,7 @@ export class KeyLedger {
     const day = createdAt - (createdAt % dayMs)
     const ticket: LimitTicket = { ledger: this, second, day, requestId, createdAt, reserved: reserve, spent: 0, tokens: 0, settled: false, settledAt: 0, held: 0, batchId: undefined }
     this.addSecond(second, 1, 0)
-    if (reserve !== 0) addTo(this.reservedDays, day, reserve)
+    if (reserve !== 0) this.addDay(this.reservedDays, day, reserve)
     this.open.add(ticket)
     return ticket
   }
@@ -187,7 +220,7 @@ export class KeyLedger {
   grow(ticket: LimitTicket, more: number) {
     if (ticket.settled || more === 0) return
     ticket.reserved += more
-    addTo(this.reservedDays, ticket.day, more)
+    this.addDay(this.reservedDays, ticket.day, more)
   }
 
   /**
@@ -201,11 +234,11 @@ export class KeyLedger {
       ticket.batchId = held.batchId
     }
     ticket.settled = true
-    ticket.settledAt = Date.now()
-    if (ticket.reserved !== 0) addTo(this.reservedDays, ticket.day, -ticket.reserved)
+    ticket.settledAt = this.clock
+    if (ticket.reserved !== 0) this.addDay(this.reservedDays, ticket.day, -ticket.reserved)
     ticket.reserved = 0
     if (tokens !== 0) this.addSecond(ticket.second, 0, tokens)
-    if (spent !== 0) addTo(this.ownDays, ticket.day, spent)
+    if (spent !== 0) this.addDay(this.ownDays, ticket.day, spent)
     ticket.tokens = tokens
     ticket.spent = spent
   }
@@ -214,7 +247,7 @@ export class KeyLedger {
   forget(ticket: LimitTicket) {
     if (!this.open.delete(ticket)) return
     this.addSecond(ticket.second, -1, -ticket.tokens)
-    if (ticket.spent !== 0) addTo(this.ownDays, ticket.day, -ticket.spent)
+    if (ticket.spent !== 0) this.addDay(this.ownDays, ticket.day, -ticket.spent)
   }
 
   /** Settled tickets that have waited for their row since before `before` leave (returns how many). */
@@ -229,8 +262,16 @@ export class KeyLedger {
     return expired
   }
 
+  /** The windows' totals at `now` (an object the ledger reuses: read it before the next call). */
   totals(now: number): Totals {
     const first = Math.floor(now / 1000) - windowSeconds + 1
+    if (first !== this.countedFirst) this.countSeconds(first)
+    const today = now - (now % dayMs)
+    if (today !== this.countedDay) this.countDays(now, today)
+    return this.counted
+  }
+
+  private countSeconds(first: number) {
     let requests = 0
     let tokens = 0
     let oldestRequests = Infinity
@@ -249,14 +290,24 @@ export class KeyLedger {
       if (sums[0] > 0 && second < oldestRequests) oldestRequests = second
       if (sums[1] > 0 && second < oldestTokens) oldestTokens = second
     }
-    const today = now - (now % dayMs)
+    const counted = this.counted
+    counted.requests = requests
+    counted.tokens = tokens
+    counted.oldestRequests = oldestRequests
+    counted.oldestTokens = oldestTokens
+    this.countedFirst = first
+  }
+
+  private countDays(now: number, today: number) {
     const month = monthStartOf(now)
     let nanoMonth = 0
     for (const [day, nano] of this.shownDays) if (day >= month) nanoMonth += nano
     for (const [day, nano] of this.ownDays) if (day >= month) nanoMonth += nano
     for (const [day, nano] of this.reservedDays) if (day >= month) nanoMonth += nano
-    const nanoToday = (this.shownDays.get(today) ?? 0) + (this.ownDays.get(today) ?? 0) + (this.reservedDays.get(today) ?? 0)
-    return { requests, tokens, nanoToday, nanoMonth, oldestRequests, oldestTokens }
+    this.counted.nanoToday = (this.shownDays.get(today) ?? 0) + (this.ownDays.get(today) ?? 0) + (this.reservedDays.get(today) ?? 0)
+    this.counted.nanoMonth = nanoMonth
+    this.countedDay = today
+    this.countedMonth = month
   }
 
   /** The open reservations in all (nano-dollars): what the ledger holds for requests still running. */
@@ -384,11 +435,16 @@ export class KeyLimiter {
    * for it; the others find it read): a promise only while it has not been.
    */
   prepare(keyId: string, workspaceId: string): Promise<void> | undefined {
+    return this.ready(this.prepared(keyId, workspaceId))
+  }
+
+  private prepared(keyId: string, workspaceId: string): KeyLedger {
     // The reads again start with the first limited key's first request: a node without any never reads.
     if (!this.timer) this.start()
     const ledger = this.ledger(keyId, workspaceId)
-    ledger.usedAt = Date.now()
-    return this.ready(ledger)
+    // The ledger is in use (for its idle drop, checked once per sync: a coarse clock does).
+    ledger.usedAt = ledger.clock
+    return ledger
   }
 
   /**
@@ -398,8 +454,8 @@ export class KeyLimiter {
    * the first read of the key's ledger.
    */
   admit(keyId: string, workspaceId: string, limits: KeyLimits, worst: number, requestId: string, createdAt: number): Admission | Promise<Admission> {
-    const loading = this.prepare(keyId, workspaceId)
-    const ledger = this.ledgers.get(keyId)!
+    const ledger = this.prepared(keyId, workspaceId)
+    const loading = this.ready(ledger)
     // Synchronous once the ledger has been read: no promise on a limited key's every request.
     return loading ? loading.then(() => this.decide(ledger, limits, worst, requestId, createdAt)) : this.decide(ledger, limits, worst, requestId, createdAt)
   }
@@ -539,6 +595,7 @@ export class KeyLimiter {
       const byWorkspace = new Map<string, KeyLedger[]>()
       let expired = 0
       for (const [keyId, ledger] of this.ledgers) {
+        ledger.clock = now
         expired += ledger.expire(now - (this.options.rowWaitMs ?? ticketRowWaitMs))
         if (ledger.open.size === 0 && now - ledger.usedAt > 120_000) {
           this.ledgers.delete(keyId)

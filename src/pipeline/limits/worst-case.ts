@@ -49,9 +49,16 @@ const unboundedParts = new Set(['file', 'input_file', 'document', 'video_url', '
 /** Request fields that name content held elsewhere. */
 const elsewhere = ['previous_response_id', 'conversation', 'prompt'] as const
 
+/** UTF-8 bytes of a text: a short ASCII one (a role, a name, a key) by its length, with no call into the runtime. */
+function utf8Bytes(text: string): number {
+  if (text.length > 48) return Buffer.byteLength(text, 'utf8')
+  for (let index = 0; index < text.length; index++) if (text.charCodeAt(index) > 0x7f) return Buffer.byteLength(text, 'utf8')
+  return text.length
+}
+
 function walk(value: unknown, measure: PromptMeasure) {
   if (typeof value === 'string') {
-    measure.bytes += Buffer.byteLength(value, 'utf8') + 3
+    measure.bytes += utf8Bytes(value) + 3
     return
   }
   if (typeof value !== 'object' || value === null) {
@@ -77,7 +84,7 @@ function walk(value: unknown, measure: PromptMeasure) {
     }
   }
   for (const name in object) {
-    measure.bytes += name.length + 4
+    measure.bytes += utf8Bytes(name) + 4
     walk(object[name], measure)
   }
 }
@@ -122,15 +129,15 @@ export function outputBound(body: Record<string, unknown>, operation: Operation)
  * `stream_options` asking for usage, its own output bound), and a longer spelling of the model.
  */
 export function addedBytes(bodyModel: unknown, stepModel: string): number {
-  const asked = typeof bodyModel === 'string' ? Buffer.byteLength(bodyModel, 'utf8') : 0
-  return 64 + Math.max(0, Buffer.byteLength(stepModel, 'utf8') - asked)
+  const asked = typeof bodyModel === 'string' ? bodyModel.length : 0
+  return 64 + Math.max(0, utf8Bytes(stepModel) - asked)
 }
 
 /** The prompt tokens a measured body can take at most on a model (capped at its listed context: a longer prompt is refused). */
-export function promptTokenBound(measure: PromptMeasure, pricing: ModelPricing): number {
+export function promptTokenBound(measure: PromptMeasure, pricing: ModelPricing, extraBytes = 0): number {
   const context = pricing.context ?? unlistedContextTokens
   if (measure.unbounded) return context
-  return Math.min(measure.bytes + measure.images * imageTokenBound + (measure.tools ? toolsOverheadTokens : 0), context)
+  return Math.min(measure.bytes + extraBytes + measure.images * imageTokenBound + (measure.tools ? toolsOverheadTokens : 0), context)
 }
 
 /** The completion tokens an answer can take at most on a model: the request's bound within the listed maximum, else the listed maximum, else the default; per choice. */
@@ -147,7 +154,7 @@ export function completionTokenBound(output: OutputBound, pricing: ModelPricing)
  */
 export function worstCaseNano(pricing: ModelPricing | undefined, prompt: PromptMeasure, output: OutputBound, operation: Operation, extraBytes = 0): number | undefined {
   if (pricing?.prompt === undefined) return undefined
-  const promptUsd = promptTokenBound(extraBytes === 0 ? prompt : { ...prompt, bytes: prompt.bytes + extraBytes }, pricing) * pricing.prompt
+  const promptUsd = promptTokenBound(prompt, pricing, extraBytes) * pricing.prompt
   if (operation === 'embeddings') return usdToNanoUp(promptUsd)
   if (pricing.completion === undefined) return undefined
   return usdToNanoUp(promptUsd + completionTokenBound(output, pricing) * pricing.completion)
