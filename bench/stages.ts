@@ -143,7 +143,7 @@ export async function runStages(): Promise<StageResult[]> {
     const parsedChat = { model: 'openai/gpt-4o-mini', stream: false, operation: 'chat' as const, upstreamBody: JSON.parse(chatBody) as Record<string, unknown>, siblings: { adRequest: undefined, linkRequest: undefined } }
     let admitted = 0
     const settleLimited = (context: import('../src/pipeline/request/context').AuthenticatedContext) => {
-      const ticket = context.limited!.ticket!
+      const ticket = (context.limited as import('../src/pipeline/limits/admission').LimitedRequest).ticket!
       runtime.limiter.settle(ticket, 380, 126_000)
       // The sync timer's read (once a second in the service, whatever the rate): amortised here.
       if (++admitted % 65536 === 0) return runtime.limiter.sync()

@@ -16,7 +16,7 @@ import { usageCosts } from '../management/usage'
 import { modelMap } from '../management/model-map'
 import type { Actor } from '../management/context'
 import { operationList } from '../management/operations'
-import { perform } from '../management/audit'
+import { perform } from '../management/perform'
 
 /** Bun.serve's routes for the dashboard page and its bundled assets: on the app role only (CONTRACT §2). */
 export function dashboardPageRoutes(config: Pick<Config, 'role'>): Record<string, typeof dashboardPage | Response> {

@@ -8,7 +8,7 @@
  */
 import { Elysia } from 'elysia'
 import type { AppDeps } from './deps'
-import { bearerToken } from '../management/workspaces'
+import { bearerToken } from '../http/bearer-token'
 import { hashesEqual, hashSecret } from '../storage/crypto'
 import { jsonResponse as json } from '../http/json-response'
 import { readBodyWithin } from '../http/read-body'

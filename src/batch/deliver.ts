@@ -17,10 +17,11 @@ import { createHmac } from 'node:crypto'
 import { hostname } from 'node:os'
 import nodemailer from 'nodemailer'
 import { fetchOutboundTarget, resolveOutboundTarget } from '../net/outbound-target'
-import type { Runtime } from '../runtime'
-import type { JobProgress } from '../scheduler/jobs'
+import type { Config } from '../config/env'
+import type { JobDeps, JobProgress } from '../scheduler/job-deps'
 import { createHolderId, defaultLeaseMs, defaultRenewEveryMs } from '../scheduler/lease'
 import { scheduleOf } from '../scheduler/schedules'
+import type { Repositories } from '../storage/repositories'
 import type { OutboxRow } from '../storage/repositories/batches'
 import type { EmailPayload } from './notify'
 
@@ -34,13 +35,22 @@ export function signWebhook(secret: string, timestamp: number, body: string): st
 
 class DeliveryFailed extends Error {}
 
-async function deliverWebhook(runtime: Runtime, row: OutboxRow): Promise<void> {
-  const key = runtime.repositories.inferenceKeys.getById(row.keyId)
+/** What a delivery run uses: the outbox, the key's webhook and its signing secret, the outside fetch, the target rule and SMTP settings. */
+export type DeliveryDeps = Pick<JobDeps, 'secretBox' | 'fetch' | 'logger'> & {
+  repositories: Pick<Repositories, 'batches' | 'inferenceKeys'>
+  config: Pick<Config, 'webhookAllowPrivate' | 'smtpUrl'>
+}
+
+/** deliverNewRows also takes the `webhooks` lease for the time it delivers. */
+export type NewRowsDeliveryDeps = DeliveryDeps & Pick<JobDeps, 'random' | 'now'> & { repositories: Pick<Repositories, 'jobLeases'> }
+
+async function deliverWebhook(deps: DeliveryDeps, row: OutboxRow): Promise<void> {
+  const key = deps.repositories.inferenceKeys.getById(row.keyId)
   if (!key?.webhookUrl || !key.webhookSecretCiphertext) throw new DeliveryFailed('the key has no webhook URL any more')
-  const secret = runtime.secretBox.decrypt(key.webhookSecretCiphertext)
+  const secret = deps.secretBox.decrypt(key.webhookSecretCiphertext)
   let target
   try {
-    target = await resolveOutboundTarget(key.webhookUrl, runtime.config.webhookAllowPrivate, 'Webhook')
+    target = await resolveOutboundTarget(key.webhookUrl, deps.config.webhookAllowPrivate, 'Webhook')
   } catch (error) {
     throw new DeliveryFailed(error instanceof Error ? error.message : String(error))
   }
@@ -61,7 +71,7 @@ async function deliverWebhook(runtime: Runtime, row: OutboxRow): Promise<void> {
         body: row.payload,
         signal: AbortSignal.timeout(webhookTimeoutMs),
       },
-      runtime.fetch,
+      deps.fetch,
     )
   } catch (error) {
     const timedOut = error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')
@@ -73,13 +83,13 @@ async function deliverWebhook(runtime: Runtime, row: OutboxRow): Promise<void> {
   }
 }
 
-function mailer(runtime: Runtime) {
-  const url = runtime.config.smtpUrl
+function mailer(deps: DeliveryDeps) {
+  const url = deps.config.smtpUrl
   if (!url) throw new DeliveryFailed('RT_SMTP_URL is not set')
   return nodemailer.createTransport(url, { from: process.env.RT_SMTP_FROM || `Router <router@${hostname()}>` } as never)
 }
 
-async function deliverEmail(runtime: Runtime, row: OutboxRow, transport: ReturnType<typeof mailer>): Promise<void> {
+async function deliverEmail(row: OutboxRow, transport: ReturnType<typeof mailer>): Promise<void> {
   const email = JSON.parse(row.payload) as EmailPayload
   try {
     await transport.sendMail({ to: email.to, subject: email.subject, text: email.text, headers: { 'X-Router-Delivery': row.id, 'X-Router-Event': row.event } })
@@ -99,7 +109,7 @@ interface DeliveryCounts {
  * before the next row when `mayGoOn` says no (the lease was lost); returns the counts and how many
  * rows it tried.
  */
-async function tryEach(runtime: Runtime, rows: readonly OutboxRow[], mayGoOn: () => boolean, tried: () => void): Promise<DeliveryCounts & { tried: number }> {
+async function tryEach(deps: DeliveryDeps, rows: readonly OutboxRow[], mayGoOn: () => boolean, tried: () => void): Promise<DeliveryCounts & { tried: number }> {
   const counts = { delivered: 0, failed: 0, dropped: 0, tried: 0 }
   let transport: ReturnType<typeof mailer> | undefined
   try {
@@ -107,17 +117,17 @@ async function tryEach(runtime: Runtime, rows: readonly OutboxRow[], mayGoOn: ()
       if (!mayGoOn()) break
       const at = Date.now()
       try {
-        if (row.kind === 'webhook') await deliverWebhook(runtime, row)
-        else await deliverEmail(runtime, row, (transport ??= mailer(runtime)))
-        runtime.repositories.batches.recordDelivery(row.id, { delivered: true, at })
+        if (row.kind === 'webhook') await deliverWebhook(deps, row)
+        else await deliverEmail(row, (transport ??= mailer(deps)))
+        deps.repositories.batches.recordDelivery(row.id, { delivered: true, at })
         counts.delivered++
       } catch (error) {
         const message = error instanceof DeliveryFailed ? error.message : `internal: ${error instanceof Error ? error.message : String(error)}`
-        runtime.repositories.batches.recordDelivery(row.id, { delivered: false, at, error: message, maxAttempts: deliveryAttempts })
+        deps.repositories.batches.recordDelivery(row.id, { delivered: false, at, error: message, maxAttempts: deliveryAttempts })
         counts.failed++
         const dropped = row.attempts + 1 >= deliveryAttempts
         if (dropped) counts.dropped++
-        runtime.logger.warn(dropped ? 'delivery_dropped' : 'delivery_failed', { delivery: row.id, kind: row.kind, batch_id: row.batchId, attempt: row.attempts + 1, error: message })
+        deps.logger.warn(dropped ? 'delivery_dropped' : 'delivery_failed', { delivery: row.id, kind: row.kind, batch_id: row.batchId, attempt: row.attempts + 1, error: message })
       }
       counts.tried++
       tried()
@@ -129,11 +139,11 @@ async function tryEach(runtime: Runtime, rows: readonly OutboxRow[], mayGoOn: ()
 }
 
 /** The delivery run: runs under the `webhooks` lease (scheduler/lease.ts), so no other delivery runs meanwhile. */
-export async function deliverOutbox(runtime: Runtime, progress: JobProgress): Promise<Record<string, unknown>> {
-  const rows = runtime.repositories.batches.pendingOutbox()
+export async function deliverOutbox(deps: DeliveryDeps, progress: JobProgress): Promise<Record<string, unknown>> {
+  const rows = deps.repositories.batches.pendingOutbox()
   progress(0, rows.length)
   let done = 0
-  const counts = await tryEach(runtime, rows, () => true, () => progress(++done, rows.length))
+  const counts = await tryEach(deps, rows, () => true, () => progress(++done, rows.length))
   return { pending: rows.length, delivered: counts.delivered, failed: counts.failed, dropped: counts.dropped }
 }
 
@@ -151,14 +161,14 @@ const deliveryLease = 'webhooks'
  * holds the lease (here or in another process), nothing is tried: that run, or the next of either
  * job, delivers the rows.
  */
-export async function deliverNewRows(runtime: Runtime): Promise<Record<string, number>> {
-  const fresh = () => runtime.repositories.batches.pendingOutbox().filter((row) => row.attempts === 0)
+export async function deliverNewRows(deps: NewRowsDeliveryDeps): Promise<Record<string, number>> {
+  const fresh = () => deps.repositories.batches.pendingOutbox().filter((row) => row.attempts === 0)
   // Read first, take second: a run that ended no batch costs a read, not the lease.
   const waiting = fresh().length
   if (waiting === 0) return { pending: 0 }
-  const leases = runtime.repositories.jobLeases
-  const holder = createHolderId(runtime.random)
-  const now = () => runtime.now().getTime()
+  const leases = deps.repositories.jobLeases
+  const holder = createHolderId(deps.random)
+  const now = () => deps.now().getTime()
   const startedAt = now()
   if (!leases.acquire(deliveryLease, holder, startedAt, defaultLeaseMs, { dueOnly: false, firstRunAt: startedAt + scheduleOf(deliveryLease).firstAfterMs })) {
     return { pending: waiting, deferred: waiting }
@@ -168,14 +178,14 @@ export async function deliverNewRows(runtime: Runtime): Promise<Record<string, n
     try {
       if (!leases.renew(deliveryLease, holder, now() + defaultLeaseMs)) held = false
     } catch (error) {
-      runtime.logger.error('job_lease_renew_failed', { job: deliveryLease, error: error instanceof Error ? error.message : String(error) })
+      deps.logger.error('job_lease_renew_failed', { job: deliveryLease, error: error instanceof Error ? error.message : String(error) })
     }
   }, defaultRenewEveryMs)
   try {
     // Read again under the lease: a delivery run that just ended may have tried some.
     const rows = fresh()
-    const counts = await tryEach(runtime, rows, () => held, () => {})
-    if (!held) runtime.logger.warn('job_lease_lost', { job: deliveryLease, holder })
+    const counts = await tryEach(deps, rows, () => held, () => {})
+    if (!held) deps.logger.warn('job_lease_lost', { job: deliveryLease, holder })
     return { pending: rows.length, delivered: counts.delivered, failed: counts.failed, dropped: counts.dropped, deferred: rows.length - counts.tried }
   } finally {
     clearInterval(renewal)

@@ -9,7 +9,7 @@ import type { GatewayAnswer, UpstreamClient } from '../gateways/client'
 import { isObject } from '../http/read-body'
 import type { Repositories } from '../storage/repositories'
 import type { BatchRow } from '../storage/repositories/batches'
-import type { ProviderEntry } from '../pipeline/read-model/snapshot'
+import type { ProviderEntry } from '../domain/read-model'
 import { notificationsFor } from './notify'
 import { progressFromUpstream } from './present'
 

@@ -13,14 +13,14 @@
  * deliverNewRows), its own and any a client's read wrote since: SPEC "Batch webhook" sends within
  * about five minutes of the end, and the delivery run alone would add up to five more.
  */
-import type { Runtime } from '../runtime'
-import type { JobProgress } from '../scheduler/jobs'
+import type { ProviderEntry } from '../domain/read-model'
+import type { JobDeps, JobProgress } from '../scheduler/job-deps'
+import type { Repositories } from '../storage/repositories'
 import type { BatchRow } from '../storage/repositories/batches'
-import type { ProviderEntry } from '../pipeline/read-model/snapshot'
 import { parseJson } from '../dialects/sse/decode'
 import { scrubSecret } from '../gateways/scrub-secret'
 import { isObject } from '../http/read-body'
-import { deliverNewRows } from './deliver'
+import { deliverNewRows, type NewRowsDeliveryDeps } from './deliver'
 import { readGatewayBatch } from './gateway-read'
 import { progressFromUpstream } from './present'
 
@@ -28,14 +28,22 @@ const readTimeoutMs = 30_000
 const unconfirmedLifetimeS = 24 * 3600
 const staleSubmitS = 3600
 
+/**
+ * What the refresh uses: the batch rows (and what a terminal state's notifications read), the
+ * provider entries of the read model and the gateways holding the batches, then the first delivery
+ * of the new notifications.
+ */
+export type RefreshDeps = Pick<JobDeps, 'upstream' | 'logger' | 'snapshots'> &
+  NewRowsDeliveryDeps & { repositories: Pick<Repositories, 'batches' | 'inferenceKeys' | 'workspaces'> }
+
 /** A gateway's JSON answer as it came: the ids in it are kept (scrub what of it is logged). */
-async function getJson(runtime: Runtime, provider: ProviderEntry, suffix: string): Promise<{ status: number; body: unknown }> {
-  const answer = await runtime.upstream.read(provider, { path: suffix }, readTimeoutMs)
+async function getJson(deps: Pick<RefreshDeps, 'upstream'>, provider: ProviderEntry, suffix: string): Promise<{ status: number; body: unknown }> {
+  const answer = await deps.upstream.read(provider, { path: suffix }, readTimeoutMs)
   return { status: answer.status, body: parseJson(answer.raw) }
 }
 
-async function refreshOne(runtime: Runtime, row: BatchRow, provider: ProviderEntry): Promise<'unchanged' | 'updated' | 'finished' | 'not-visible'> {
-  const read = await readGatewayBatch(runtime, row, provider, readTimeoutMs)
+async function refreshOne(deps: RefreshDeps, row: BatchRow, provider: ProviderEntry): Promise<'unchanged' | 'updated' | 'finished' | 'not-visible'> {
+  const read = await readGatewayBatch(deps, row, provider, readTimeoutMs)
   if (read.kind === 'invisible') return 'not-visible'
   if (read.kind === 'refused') throw new Error(`HTTP ${read.answer.status}`)
   if (read.finished) return 'finished'
@@ -43,11 +51,11 @@ async function refreshOne(runtime: Runtime, row: BatchRow, provider: ProviderEnt
   return next.status === row.status && next.requestCompleted === row.requestCompleted && next.requestFailed === row.requestFailed ? 'unchanged' : 'updated'
 }
 
-async function reconcile(runtime: Runtime, row: BatchRow, provider: ProviderEntry): Promise<'adopted' | 'waiting' | 'dropped'> {
+async function reconcile(deps: RefreshDeps, row: BatchRow, provider: ProviderEntry): Promise<'adopted' | 'waiting' | 'dropped'> {
   const nowS = Math.floor(Date.now() / 1000)
-  const { status, body } = await getJson(runtime, provider, `/batches?limit=100`)
+  const { status, body } = await getJson(deps, provider, `/batches?limit=100`)
   if (status >= 200 && status <= 299 && isObject(body) && Array.isArray(body.data)) {
-    const held = runtime.repositories.batches.upstreamIdsOf(row.providerKeyId)
+    const held = deps.repositories.batches.upstreamIdsOf(row.providerKeyId)
     const match = body.data.find((item): item is Record<string, unknown> => {
       if (!isObject(item) || typeof item.id !== 'string' || held.has(item.id)) return false
       const counts = isObject(item.request_counts) ? item.request_counts : {}
@@ -55,23 +63,23 @@ async function reconcile(runtime: Runtime, row: BatchRow, provider: ProviderEntr
       return item.endpoint === row.endpoint && item.model === row.upstreamModel && counts.total === row.requestTotal && created >= row.createdAt - 60
     })
     if (match) {
-      runtime.repositories.batches.confirm(row.id, match.id as string, progressFromUpstream(match, Date.now(), row.requestTotal, provider.secret), row.reservedNanoUsd)
-      runtime.logger.info('batch_adopted', { batch_id: row.id, upstream_id: scrubSecret(match.id as string, provider.secret) })
+      deps.repositories.batches.confirm(row.id, match.id as string, progressFromUpstream(match, Date.now(), row.requestTotal, provider.secret), row.reservedNanoUsd)
+      deps.logger.info('batch_adopted', { batch_id: row.id, upstream_id: scrubSecret(match.id as string, provider.secret) })
       return 'adopted'
     }
   }
   if (nowS - row.createdAt > unconfirmedLifetimeS) {
-    runtime.repositories.batches.discard(row.id)
+    deps.repositories.batches.discard(row.id)
     return 'dropped'
   }
   return 'waiting'
 }
 
-export async function refreshBatches(runtime: Runtime, progress: JobProgress): Promise<Record<string, unknown>> {
+export async function refreshBatches(deps: RefreshDeps, progress: JobProgress): Promise<Record<string, unknown>> {
   const nowS = Math.floor(Date.now() / 1000)
-  const droppedSubmits = runtime.repositories.batches.dropStaleSubmits(nowS - staleSubmitS)
-  const rows = runtime.repositories.batches.listUnfinished().filter((row) => row.status !== 'submitting')
-  const providers = runtime.snapshots.current().providers
+  const droppedSubmits = deps.repositories.batches.dropStaleSubmits(nowS - staleSubmitS)
+  const rows = deps.repositories.batches.listUnfinished().filter((row) => row.status !== 'submitting')
+  const providers = deps.snapshots.current().providers
   const counts = { checked: 0, updated: 0, finished: 0, unchanged: 0, not_visible: 0, adopted: 0, failed: 0 }
   progress(0, rows.length)
   let done = 0
@@ -80,26 +88,26 @@ export async function refreshBatches(runtime: Runtime, progress: JobProgress): P
     try {
       if (!provider) throw new Error('its provider key is gone')
       if (row.status === 'unconfirmed') {
-        if ((await reconcile(runtime, row, provider)) === 'adopted') counts.adopted++
+        if ((await reconcile(deps, row, provider)) === 'adopted') counts.adopted++
       } else {
         counts.checked++
-        const outcome = await refreshOne(runtime, row, provider)
+        const outcome = await refreshOne(deps, row, provider)
         counts[outcome === 'not-visible' ? 'not_visible' : outcome]++
       }
     } catch (error) {
       counts.failed++
-      runtime.logger.warn('batch_refresh_failed', { batch_id: row.id, gateway: provider?.gateway.id, error: error instanceof Error ? error.message : String(error) })
+      deps.logger.warn('batch_refresh_failed', { batch_id: row.id, gateway: provider?.gateway.id, error: error instanceof Error ? error.message : String(error) })
     }
     progress(++done, rows.length)
   }
   // After the loop: every terminal state and its outbox rows are committed (applyProgress).
   let deliveries: Record<string, unknown>
   try {
-    deliveries = await deliverNewRows(runtime)
+    deliveries = await deliverNewRows(deps)
   } catch (error) {
     // The refresh stands; the delivery run tries the rows.
     const message = error instanceof Error ? error.message : String(error)
-    runtime.logger.warn('batch_refresh_delivery_failed', { error: message })
+    deps.logger.warn('batch_refresh_delivery_failed', { error: message })
     deliveries = { error: message }
   }
   return { batches: rows.length, ...counts, dropped_submits: droppedSubmits, deliveries }

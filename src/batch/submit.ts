@@ -27,7 +27,7 @@ import { LimitedRequest } from '../pipeline/limits/admission'
 import { addedBytes, defaultMaxTokens, measurePrompt, needsDefaultBound, outputBound, worstCaseNano } from '../pipeline/limits/worst-case'
 import type { ModelPricing } from '../gateways/model-prices'
 import { spellingFor } from '../gateways/model-catalog'
-import type { Snapshot } from '../pipeline/read-model/snapshot'
+import type { Snapshot } from '../pipeline/read-model/entries'
 import type { Operation } from '../pipeline/routing/plan-route'
 
 export const batchEndpoints = ['/v1/chat/completions', '/v1/responses', '/v1/messages', '/v1/embeddings'] as const
@@ -134,7 +134,7 @@ class BatchSpend {
   static async admit(context: AuthenticatedContext, deps: InferenceDeps): Promise<BatchSpend | undefined> {
     const limits = context.key.limits
     if (!limits) return undefined
-    const limited = new LimitedRequest(deps.limiter, limits, 'chat', false)
+    const limited = new LimitedRequest(context, deps.limiter, limits, 'chat', false)
     context.limited = limited
     let admission = deps.limiter.admit(context.key.id, context.key.workspaceId, limits, 0, context.requestId, context.createdAt)
     if (admission instanceof Promise) admission = await admission
@@ -142,6 +142,8 @@ class BatchSpend {
     context.headers.ratelimit = admission.headers.ratelimit
     if (admission.refusal) throw admission.refusal
     limited.ticket = admission.ticket
+    // Settled when the submit's answer is finished, as an answer of the answer path is by its chain.
+    context.chain = { finished: () => limited.settle() }
     return limited.usdCap ? new BatchSpend(deps, limited) : undefined
   }
 
@@ -245,7 +247,7 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     context.gateway = target.provider.gateway.id
     context.providerKeyId = target.provider.id
     context.upstreamModel = target.upstreamModel
-    steering = key.steeringMessage ?? context.workspace?.steeringMessage ?? undefined
+    steering = key.pipeline.steering
     spend?.target(snapshot, target, head.endpoint, head.model, steering)
     // The first item before anything is reserved or sent: an empty or broken start sends nothing.
     while (pending.length === 0 && !clientDone) await readChunk()

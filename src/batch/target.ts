@@ -9,7 +9,7 @@ import { RouterError } from '../errors/router-error'
 import { isFresh, spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
 import { ModelListingFailed, type UpstreamClient } from '../gateways/client'
 import { orderTargets, rollRemap } from '../pipeline/routing/plan-route'
-import type { KeyEntry, ProviderEntry, Snapshot } from '../pipeline/read-model/snapshot'
+import type { KeyEntry, ProviderEntry, Snapshot } from '../pipeline/read-model/entries'
 
 export interface BatchTarget {
   provider: ProviderEntry

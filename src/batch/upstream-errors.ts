@@ -8,7 +8,7 @@ import type { AuthenticatedContext } from '../pipeline/request/context'
 import { finishJson } from '../pipeline/answer/finish'
 import { setRoutingHeaders } from '../pipeline/answer/respond'
 import type { InferenceDeps } from '../pipeline/types'
-import type { ProviderEntry } from '../pipeline/read-model/snapshot'
+import type { ProviderEntry } from '../pipeline/read-model/entries'
 
 const errorTypeFor = (status: number) =>
   status === 401 || status === 403 ? 'authentication_error' : status === 402 ? 'payment_required' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'api_error' : 'invalid_request_error'

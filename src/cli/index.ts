@@ -54,7 +54,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     let result: unknown
     if (command.operation) {
       // A management operation: the same rule and audit log as every other door, as the operator.
-      const [{ operationNamed }, { perform }] = await Promise.all([import('../management/operations'), import('../management/audit')])
+      const [{ operationNamed }, { perform }] = await Promise.all([import('../management/operations'), import('../management/perform')])
       const operation = operationNamed(command.operation)
       if (!operation) throw new Error(`The command runs the operation ${command.operation}, which does not exist.`)
       // A LiteFS replica's database is read-only: a command that writes says where to run it (CONTRACT §10).

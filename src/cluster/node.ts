@@ -8,15 +8,31 @@
  * objects, given new contents), and the snapshot is rebuilt from the new connection.
  */
 import { existsSync } from 'node:fs'
-import type { Runtime } from '../runtime'
-import { openStorage, type BackgroundCheckpoints } from '../storage/client'
-import { createRepositories } from '../storage/repositories'
-import { startScheduler, type SchedulerOptions } from '../scheduler/scheduler'
-import type { NodeRole } from './role'
+import type { Metrics } from '../observability/metrics'
+import { openStorage, type BackgroundCheckpoints, type Storage } from '../storage/client'
+import { createRepositories, type Repositories } from '../storage/repositories'
+import { startScheduler, type SchedulerDeps, type SchedulerOptions } from '../scheduler/scheduler'
+import type { NodeRole, RoleWatcher } from './role'
 import { LogShipper, primaryBaseUrl } from './ship-logs'
-import { databaseLogSink } from './writer'
+import { databaseLogSink, type Writer } from './writer'
 import { spooledRows, spoolPath } from './spool'
 
+/**
+ * What a node uses of the runtime: the role it follows, the writer seam it points at the primary,
+ * the connection and repositories it swaps in place on a role change (with the snapshot rebuilt and
+ * the log queue flushed first), the shipping and checkpoint settings, and the scheduler's parts.
+ */
+export interface NodeDeps extends SchedulerDeps {
+  storage: Storage
+  repositories: Repositories
+  writer: Writer
+  roles: RoleWatcher
+  metrics: Metrics
+  /** The log shipper's calls to the primary. */
+  fetch: typeof fetch
+  logQueue: { flush(): void }
+  snapshots: { invalidate(): void }
+}
 
 export interface NodeOptions {
   scheduler?: SchedulerOptions
@@ -39,39 +55,39 @@ export class ClusterNode {
   private shipper: LogShipper | undefined
 
   constructor(
-    private readonly runtime: Runtime,
+    private readonly deps: NodeDeps,
     private readonly options: NodeOptions = {},
   ) {}
 
   /** Starts the duties of the role the node has now, and follows the role from here on (LiteFS's events, `.primary`). */
   async start(): Promise<void> {
-    const { runtime } = this
-    if (runtime.writer.replica) this.startShipping()
+    const { deps } = this
+    if (deps.writer.replica) this.startShipping()
     else {
       // A former replica started again as the primary: what it had spooled is written here.
       const moved = this.takeSpool()
-      if (moved > 0) runtime.logger.warn('spool_written', { rows: moved, message: 'Request-log rows this node had spooled as a replica are written here, as the primary.' })
+      if (moved > 0) deps.logger.warn('spool_written', { rows: moved, message: 'Request-log rows this node had spooled as a replica are written here, as the primary.' })
       await this.startPrimaryDuties()
     }
-    runtime.roles.onChange((role, previous) => this.change(role, previous))
+    deps.roles.onChange((role, previous) => this.change(role, previous))
     // LiteFS's event stream where its API answers (its first word applied, if it differs), and the file's poll.
-    await runtime.roles.start(this.options.roleIntervalMs)
+    await deps.roles.start(this.options.roleIntervalMs)
   }
 
   /** Stops jobs, checkpoints and shipping (a last shipping pass first); the caller closes the storage. */
   async stop(): Promise<void> {
-    await this.runtime.roles.stop()
+    await this.deps.roles.stop()
     await this.stopPrimaryDuties()
     if (this.shipper) {
       await this.shipper.ship()
       await this.shipper.stop()
       this.shipper = undefined
     }
-    this.runtime.writer.close()
+    this.deps.writer.close()
   }
 
   private async change(role: NodeRole, previous: NodeRole): Promise<void> {
-    const { logger, writer } = this.runtime
+    const { logger, writer } = this.deps
     if (role.kind === 'replica' && previous.kind === 'replica') {
       // A new primary: rows and replays go there from now on.
       writer.follow(role)
@@ -83,26 +99,26 @@ export class ClusterNode {
   }
 
   private async promote(): Promise<void> {
-    const { runtime } = this
+    const { deps } = this
     if (this.shipper) {
       await this.shipper.stop()
       this.shipper = undefined
     }
     this.reopen(false)
-    runtime.writer.follow({ kind: 'primary' })
+    deps.writer.follow({ kind: 'primary' })
     const moved = this.takeSpool()
     await this.startPrimaryDuties()
-    runtime.logger.warn('promoted', { spooled_rows_written: moved, message: 'This node is the primary now: it writes the database and runs the scheduled jobs.' })
+    deps.logger.warn('promoted', { spooled_rows_written: moved, message: 'This node is the primary now: it writes the database and runs the scheduled jobs.' })
   }
 
   private async demote(role: NodeRole & { kind: 'replica' }): Promise<void> {
-    const { runtime } = this
+    const { deps } = this
     await this.stopPrimaryDuties()
     // Rows queued while primary go into the spool from now on, with the others.
-    runtime.writer.follow(role)
+    deps.writer.follow(role)
     this.reopen(true)
     this.startShipping()
-    runtime.logger.warn('demoted', { primary: role.primaryHost, message: 'This node is a replica now: writes are replayed on the primary, request logs shipped to it.' })
+    deps.logger.warn('demoted', { primary: role.primaryHost, message: 'This node is a replica now: writes are replayed on the primary, request logs shipped to it.' })
   }
 
   /**
@@ -110,10 +126,10 @@ export class ClusterNode {
    * before): it is the primary now, so they are written here. No spool file, nothing to take.
    */
   private takeSpool(): number {
-    const { writer, metrics, config } = this.runtime
+    const { writer, metrics, config } = this.deps
     if (!writer.hasSpool() && !existsSync(spoolPath(config.dataDir))) return 0
     const spool = writer.spool()
-    const sink = databaseLogSink(this.runtime.repositories, metrics)
+    const sink = databaseLogSink(this.deps.repositories, metrics)
     let moved = 0
     for (let batch = spool.take(500); batch; batch = spool.take(500)) {
       sink.commit(spooledRows(batch), true)
@@ -124,18 +140,18 @@ export class ClusterNode {
   }
 
   private startShipping(): void {
-    const { runtime } = this
-    const { config } = runtime
+    const { deps } = this
+    const { config } = deps
     if (config.clusterSecret === undefined) {
-      runtime.logger.warn('cluster_secret_missing', { message: 'RT_CLUSTER_SECRET is unset: request-log rows stay in this replica\'s spool until it is set.' })
+      deps.logger.warn('cluster_secret_missing', { message: 'RT_CLUSTER_SECRET is unset: request-log rows stay in this replica\'s spool until it is set.' })
     }
     this.shipper = new LogShipper({
-      spool: runtime.writer.spool(),
-      primaryUrl: () => primaryBaseUrl({ primaryUrl: config.primaryUrl, flyAppName: config.flyAppName, port: config.port, primaryHost: runtime.writer.primaryHost() }),
+      spool: deps.writer.spool(),
+      primaryUrl: () => primaryBaseUrl({ primaryUrl: config.primaryUrl, flyAppName: config.flyAppName, port: config.port, primaryHost: deps.writer.primaryHost() }),
       secret: config.clusterSecret,
-      fetch: runtime.fetch,
-      logger: runtime.logger,
-      metrics: runtime.metrics,
+      fetch: deps.fetch,
+      logger: deps.logger,
+      metrics: deps.metrics,
     })
     // Key limits (CONTRACT §11) see another node's requests once their rows are on the primary: with a
     // short RT_LIMIT_SYNC_MS the rows go there as often, a quarter of it (250 ms at the default).
@@ -143,20 +159,20 @@ export class ClusterNode {
   }
 
   private async startPrimaryDuties(): Promise<void> {
-    const { runtime } = this
-    this.checkpoints = await runtime.storage.startBackgroundCheckpoints({
+    const { deps } = this
+    this.checkpoints = await deps.storage.startBackgroundCheckpoints({
       onCheckpoint: (pages) => {
-        runtime.metrics.walCheckpoints++
-        runtime.metrics.walCheckpointPages += pages
+        deps.metrics.walCheckpoints++
+        deps.metrics.walCheckpointPages += pages
       },
-      onError: (message) => runtime.logger.error('wal_checkpoint_failed', { error: message }),
+      onError: (message) => deps.logger.error('wal_checkpoint_failed', { error: message }),
     })
-    this.stopJobs = startScheduler(runtime, this.options.scheduler)
+    this.stopJobs = startScheduler(deps, this.options.scheduler)
   }
 
   /** Never throws: a demotion must finish whatever the jobs or the checkpointer say on the way out. */
   private async stopPrimaryDuties(): Promise<void> {
-    const { logger } = this.runtime
+    const { logger } = this.deps
     const stopJobs = this.stopJobs
     const checkpoints = this.checkpoints
     this.stopJobs = undefined
@@ -178,18 +194,18 @@ export class ClusterNode {
    * demotion. The storage and repositories objects stay the ones everything holds.
    */
   private reopen(readonly: boolean): void {
-    const { runtime } = this
-    runtime.logQueue.flush()
-    const fresh = openStorage(runtime.config.dbPath, { readonly })
-    const old = runtime.storage.close
-    Object.assign(runtime.storage, fresh)
+    const { deps } = this
+    deps.logQueue.flush()
+    const fresh = openStorage(deps.config.dbPath, { readonly })
+    const old = deps.storage.close
+    Object.assign(deps.storage, fresh)
     Object.assign(
-      runtime.repositories,
-      createRepositories(runtime.storage, (change) => {
-        for (const listener of runtime.onConfigWrite) listener(change)
+      deps.repositories,
+      createRepositories(deps.storage, (change) => {
+        for (const listener of deps.onConfigWrite) listener(change)
       }),
     )
     old()
-    runtime.snapshots.invalidate()
+    deps.snapshots.invalidate()
   }
 }

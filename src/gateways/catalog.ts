@@ -2,41 +2,10 @@
  * The 21 gateway kinds (CONTRACT §6), in proxy registration order. Differences
  * between gateways are data here; an adapter file exists only for what data cannot say.
  */
+import type { GatewayDefinition, ResponsesSupport } from '../domain/gateway-definition'
 
-export type ResponsesSupport = 'native' | 'translated' | 'only'
-
-export interface GatewayConfigField {
-  name: string
-  required: boolean
-  default?: string
-}
-
-export interface GatewayDefinition {
-  id: string
-  name: string
-  /** The real API base; `{account_id}`-style placeholders are filled from the provider key's config. */
-  baseUrl: string
-  /** Header carrying the stored provider secret; `authorization` means `Bearer <secret>`. */
-  authHeader: string
-  routable: boolean
-  decisions: boolean
-  capabilities: {
-    chat: boolean
-    embeddings: boolean
-    responses: ResponsesSupport
-    /** Stores responses, so it can anchor a `previous_response_id` chain. */
-    chain: boolean
-    /** Serves GET /responses/{id}. */
-    retrieve: boolean
-    /** Keeps batch results (the Batch API of SPEC.md). */
-    batch: boolean
-    /** Can host a key's decisioner. */
-    decisioner: boolean
-    /** Request parameters this gateway rejects; removed before the call. */
-    omitParams: readonly string[]
-  }
-  configFields?: readonly GatewayConfigField[]
-}
+// The definition's shape is plain data on the floor (domain/gateway-definition.ts), beside the read model's provider entries.
+export type { GatewayConfigField, GatewayDefinition, ResponsesSupport } from '../domain/gateway-definition'
 
 const chatGateway = {
   chat: true,

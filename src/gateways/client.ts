@@ -7,7 +7,7 @@
  * the provider secret out of whatever of an answer may be relayed or logged, while what the router
  * keeps of an answer (a batch id, a state) is read from the answer as it came.
  */
-import type { ProviderEntry } from '../pipeline/read-model/snapshot'
+import type { ProviderEntry } from '../domain/read-model'
 import { scrubSecret } from './scrub-secret'
 
 /** One call to a provider's gateway. */

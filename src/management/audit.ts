@@ -1,14 +1,11 @@
 /**
- * Running a management operation (operations.ts) and the audit log it writes (CONTRACT §12): a
- * write runs in one transaction with its audit event, so a refused or failed write leaves neither;
- * a read-only actor's write is refused before it runs. The event names who wrote (a management key
- * or the operator CLI), through which door, what and which object, with every secret and key value
- * replaced by "[redacted]".
+ * The audit log (CONTRACT §12): the event a write leaves (perform.ts writes it in the write's
+ * transaction) names who wrote (a management key or the operator CLI), through which door, what and
+ * which object, with every secret and key value replaced by "[redacted]"; and the workspace's events,
+ * read a page at a time. Imports nothing of the operation table.
  */
 import type { Actor, ManagementDeps } from './context'
-import { assertCanWrite } from './context'
 import { badRequest } from './errors'
-import type { Caller, Operation } from './operations'
 import type { AuditEventRow } from '../storage/repositories/audit-events'
 
 export const redacted = '[redacted]'
@@ -23,44 +20,6 @@ export function redactSecrets(value: unknown): unknown {
   const copy: Record<string, unknown> = {}
   for (const [name, field] of Object.entries(value)) copy[name] = secretField.test(name) && field !== null && field !== undefined ? redacted : redactSecrets(field)
   return copy
-}
-
-/**
- * Runs an operation for a caller. A read runs as it is (it may answer a promise); a write is checked
- * against the actor, then runs with its audit event in one transaction.
- */
-export function perform<I>(deps: ManagementDeps, caller: Caller, operation: Operation<I>, input: I): unknown {
-  if (operation.access === 'read') return operation.run(deps, caller.actor, input)
-  assertCanWrite(caller.actor)
-  deps.writer?.assertPrimary()
-  // A check that needs the outside (a host resolved) comes first; the write and its event then commit together.
-  if (operation.prepare) return operation.prepare(deps, caller.actor, input).then((prepared) => write(deps, caller, operation, prepared))
-  return write(deps, caller, operation, input)
-}
-
-function write<I>(deps: ManagementDeps, caller: Caller, operation: Operation<I>, input: I): unknown {
-  return deps.repositories.transaction(() => {
-    const output = operation.run(deps, caller.actor, input)
-    if (output instanceof Promise) throw new Error(`The write ${operation.name} must be synchronous: its audit event is written in its transaction.`)
-    const event = operation.audit?.(input, output, deps)
-    if (!event) throw new Error(`The write ${operation.name} names no audit event.`)
-    deps.repositories.auditEvents.append({
-      id: crypto.randomUUID(),
-      time: deps.now().toISOString(),
-      workspaceId: event.workspaceId ?? caller.actor.workspaceId,
-      actorKind: caller.actor.kind,
-      actorId: caller.actor.id ?? null,
-      actorPrefix: caller.actor.prefix ?? null,
-      via: caller.via,
-      action: operation.name,
-      targetType: event.target.type,
-      targetId: event.target.id,
-      changes: JSON.stringify(redactSecrets(event.changes ?? {})),
-      callerIp: caller.ip ?? null,
-      requestId: caller.requestId ?? null,
-    })
-    return output
-  })
 }
 
 export interface AuditQueryInput {

@@ -1,20 +1,5 @@
-/** Management API errors as values: status, message and the optional `code` (SPEC "Error envelopes"). */
-export class ManagementError extends Error {
-  constructor(
-    readonly status: 400 | 401 | 403 | 404 | 409 | 413 | 500,
-    message: string,
-    readonly code?: string,
-  ) {
-    super(message)
-  }
-
-  toBody(): { error: string; code?: string } {
-    return this.code ? { error: this.message, code: this.code } : { error: this.message }
-  }
-}
-
-export const badRequest = (message: string) => new ManagementError(400, message)
-export const notFound = (message: string) => new ManagementError(404, message)
+/** Management API errors (the class lives on the floor: errors/management-error.ts) and the messages several rules share. */
+export { badRequest, ManagementError, notFound } from '../errors/management-error'
 
 export const messages = {
   providerNotFound: 'Provider key not found.',

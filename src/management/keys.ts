@@ -8,7 +8,7 @@ import { ManagementError, badRequest, messages, notFound } from './errors'
 import { parseAllowlist } from '../net/ip-allowlist'
 import { emptyRule, presentRule, validateRoutingRule } from './routing'
 import { KeyCreateInput, KeyUpdateInput, apiShapes, assertValid, type ApiShape } from './schemas'
-import { limitsProblem, mergeLimits, presentStoredLimits } from '../pipeline/limits/key-limits'
+import { limitsProblem, mergeLimits, presentStoredLimits } from '../domain/key-limits'
 import { monthStartOf, shownState, type LimitState } from '../pipeline/limits/ledger'
 import { roundUsd } from './usage'
 

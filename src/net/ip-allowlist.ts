@@ -3,7 +3,8 @@
  * a caller address, with IPv4-mapped IPv6 callers matching IPv4 entries.
  */
 import ipaddr from 'ipaddr.js'
-import { badRequest } from '../management/errors'
+import { badRequest } from '../errors/management-error'
+import type { CompiledAllowlist, ParsedAddress } from '../domain/allowlist'
 
 export const maxAllowlistEntries = 100
 export const maxAllowlistEntryLength = 64
@@ -53,13 +54,6 @@ export function parseAllowlist(input: string | string[], field = 'allowed_ips'):
     stored.push(normalized)
   }
   return stored
-}
-
-type ParsedAddress = ipaddr.IPv4 | ipaddr.IPv6
-
-export interface CompiledAllowlist {
-  readonly empty: boolean
-  allows(address: ParsedAddress | undefined): boolean
 }
 
 /** Compiles stored entries once (snapshot time) so a request only runs range matches. */

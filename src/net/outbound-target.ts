@@ -11,7 +11,7 @@
  */
 import { lookup } from 'node:dns/promises'
 import ipaddr from 'ipaddr.js'
-import { badRequest } from '../management/errors'
+import { badRequest } from '../errors/management-error'
 
 /** What a refused target is called in messages: 'Webhook', 'MCP server'. */
 export type OutboundSubject = 'Webhook' | 'MCP server'

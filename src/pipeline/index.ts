@@ -6,7 +6,8 @@ import { RouterError } from '../errors/router-error'
 import type { Envelope } from '../errors/render'
 import { authenticate, presentedKey } from './request/authenticate'
 import { RequestContext, type AuthenticatedContext } from './request/context'
-import { dialectHandler } from './answer/answer'
+import { dialectHandler } from './answer/handler'
+import { stagesOf } from './stages/chain'
 import { handleGetModel, handleListModels } from './endpoints/list-models'
 import { failWith, internalError } from './answer/finish'
 import type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
@@ -57,10 +58,14 @@ export async function handleInference(request: Request, route: InferenceRoute, d
     context.key = authenticated.key
     context.workspace = authenticated.workspace
     context.envelope = envelopeForShape(authenticated.key.apiShape)
-    // A limited key's ledger is read before its first answer here, so every answer can carry its RateLimit fields.
-    if (authenticated.key.limits) {
-      const loading = deps.limiter.prepare(authenticated.key.id, authenticated.key.workspaceId)
-      if (loading) await loading
+    // What the key's stages do for any of its requests (a limited key's ledger read before its first
+    // answer, so every answer can carry its RateLimit fields); most keys have none.
+    const onAuthenticated = authenticated.key.pipeline.onAuthenticated
+    if (onAuthenticated.length > 0) {
+      for (const stage of stagesOf(onAuthenticated)) {
+        const waiting = stage.authenticated!(context, deps)
+        if (waiting) await waiting
+      }
     }
     if (authenticated.graceUntil) context.headers['x-router-key-grace-until'] = authenticated.graceUntil
     if (!route.shapes.includes(authenticated.key.apiShape)) {

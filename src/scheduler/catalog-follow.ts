@@ -12,10 +12,10 @@
  * write that added the key is never delayed by it. A kind whose crawl fails is tried again after 1,
  * 2, 4 … up to 60 minutes.
  */
-import type { Runtime } from '../runtime'
 import { findGateway } from '../gateways/catalog'
+import type { Repositories } from '../storage/repositories'
 import { crawlCatalogs } from './jobs/catalog-crawl'
-import type { Job } from './jobs'
+import type { Job } from './job-deps'
 
 /** A catalog older than this is crawled again when a key of its kind is there (the daily crawl's interval). */
 export const followStaleAfterMs = 24 * 3_600_000
@@ -27,9 +27,9 @@ export class CatalogFollower {
   private readonly retries = new Map<string, { failures: number; notBefore: number }>()
 
   /** The routable kinds with an enabled provider key whose catalog is missing or older than a day, and not waiting for a retry. */
-  due(runtime: Runtime, now: number): string[] {
-    const fetched = new Map(runtime.repositories.gatewayCatalogs.listCatalogs().map((row) => [row.gateway, row.fetchedAt]))
-    return runtime.repositories.providerKeys.enabledGateways().filter((gateway) => {
+  due(deps: { repositories: Pick<Repositories, 'gatewayCatalogs' | 'providerKeys'> }, now: number): string[] {
+    const fetched = new Map(deps.repositories.gatewayCatalogs.listCatalogs().map((row) => [row.gateway, row.fetchedAt]))
+    return deps.repositories.providerKeys.enabledGateways().filter((gateway) => {
       if (!findGateway(gateway)?.routable) return false
       const fetchedAt = fetched.get(gateway)
       if (fetchedAt !== undefined && now - fetchedAt < followStaleAfterMs) {
@@ -42,9 +42,9 @@ export class CatalogFollower {
 
   /** The crawl of `gateways`, recording which failed (retried later, each time twice as late). */
   job(gateways: readonly string[]): Job {
-    return async (runtime, progress) => {
-      const result = await crawlCatalogs(runtime, progress, new Set(gateways))
-      const now = runtime.now().getTime()
+    return async (deps, progress) => {
+      const result = await crawlCatalogs(deps, progress, new Set(gateways))
+      const now = deps.now().getTime()
       const outcomes = (result.gateways ?? {}) as Record<string, { error?: string }>
       for (const gateway of gateways) {
         if (outcomes[gateway] && !outcomes[gateway].error) {

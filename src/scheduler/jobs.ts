@@ -3,18 +3,13 @@
  * folder's own, and the ones a feature registers (the Batch API's, batch/index.ts) when the
  * composition root (runtime.ts) puts the service together. This table imports no feature.
  */
-import type { Runtime } from '../runtime'
+import type { Job, JobDeps, JobProgress } from './job-deps'
 import { crawlCatalogs } from './jobs/catalog-crawl'
 import { learnBudgets } from './jobs/budget-learn'
 import { pruneLogs } from './jobs/log-prune'
 
 export const jobNames = ['catalog-crawl', 'budget-learn', 'batch-refresh', 'webhooks', 'log-prune', 'all'] as const
 export type JobName = (typeof jobNames)[number]
-
-/** Reports progress of a run: items done out of the total known so far. */
-export type JobProgress = (done: number, total: number) => void
-
-export type Job = (runtime: Runtime, progress: JobProgress) => Promise<Record<string, unknown>>
 
 export type ScheduledJobName = Exclude<JobName, 'all'>
 
@@ -36,12 +31,12 @@ export function jobNamed(name: ScheduledJobName): Job {
   return job
 }
 
-export async function runJob(runtime: Runtime, name: string, progress: JobProgress = () => {}): Promise<Record<string, unknown>> {
+export async function runJob(deps: JobDeps, name: string, progress: JobProgress = () => {}): Promise<Record<string, unknown>> {
   if (!(jobNames as readonly string[]).includes(name)) throw new Error(`unknown job '${name}': one of ${jobNames.join(', ')}`)
   if (name === 'all') {
     const results: Record<string, unknown> = {}
-    for (const jobName of jobNames) if (jobName !== 'all') results[jobName] = await jobNamed(jobName)(runtime, progress)
+    for (const jobName of jobNames) if (jobName !== 'all') results[jobName] = await jobNamed(jobName)(deps, progress)
     return { job: 'all', results }
   }
-  return { job: name, ...(await jobNamed(name as ScheduledJobName)(runtime, progress)) }
+  return { job: name, ...(await jobNamed(name as ScheduledJobName)(deps, progress)) }
 }

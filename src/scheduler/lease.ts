@@ -5,9 +5,9 @@
  * process that dies holding it loses it when it expires.
  */
 import { hostname } from 'node:os'
-import type { Runtime } from '../runtime'
 import type { Logger } from '../observability/logger'
-import { jobNamed, jobNames, type Job, type JobProgress } from './jobs'
+import type { Job, JobDeps, JobProgress } from './job-deps'
+import { jobNamed, jobNames } from './jobs'
 import { scheduleOf, type ScheduledJobName } from './schedules'
 
 /** Long enough that a renewal missed under load does not free it; short enough that a dead holder's lease frees the job soon. */
@@ -34,7 +34,7 @@ export interface LeaseRunOptions {
   firstAfterMs: number
   leaseMs?: number
   renewEveryMs?: number
-  /** Where job_started/job_progress/job_finished/job_failed go; default runtime.logger. */
+  /** Where job_started/job_progress/job_finished/job_failed go; default deps.logger. */
   logger?: Logger
   /** What runs; default the registry's job of that name (tests pass their own, a triggered crawl a narrower one). */
   job?: Job
@@ -70,12 +70,13 @@ function throttleProgress(log: JobProgress, now: () => number): { report: JobPro
   }
 }
 
-export async function runUnderLease(runtime: Runtime, name: ScheduledJobName, options: LeaseRunOptions): Promise<LeaseRunOutcome> {
+/** `deps`: what the job is given (the lease's own reads and writes go through its repositories, logger and clock). */
+export async function runUnderLease(deps: JobDeps, name: ScheduledJobName, options: LeaseRunOptions): Promise<LeaseRunOutcome> {
   const { holder, everyMs } = options
-  const logger = options.logger ?? runtime.logger
-  const leases = runtime.repositories.jobLeases
+  const logger = options.logger ?? deps.logger
+  const leases = deps.repositories.jobLeases
   const leaseMs = options.leaseMs ?? defaultLeaseMs
-  const now = () => runtime.now().getTime()
+  const now = () => deps.now().getTime()
   const startedAt = now()
   if (!leases.acquire(name, holder, startedAt, leaseMs, { dueOnly: options.dueOnly, firstRunAt: startedAt + options.firstAfterMs })) {
     const row = leases.get(name)
@@ -94,7 +95,7 @@ export async function runUnderLease(runtime: Runtime, name: ScheduledJobName, op
   const job = options.job ?? jobNamed(name)
   let outcome: LeaseRunOutcome
   try {
-    const result = await job(runtime, progress.report)
+    const result = await job(deps, progress.report)
     progress.flush()
     outcome = { status: 'finished', result, durationMs: now() - startedAt }
     logger.info('job_finished', { job: name, result, duration_ms: outcome.durationMs })
@@ -121,11 +122,11 @@ export async function runUnderLease(runtime: Runtime, name: ScheduledJobName, op
  * next scheduled run one interval later; `all` runs each under its own lease, in registry order.
  * A lease held by another process is an error naming it, so the job is never run twice at once.
  */
-export async function runJobNow(runtime: Runtime, name: string, options: { holder: string; logger?: Logger }): Promise<Record<string, unknown>> {
+export async function runJobNow(deps: JobDeps, name: string, options: { holder: string; logger?: Logger }): Promise<Record<string, unknown>> {
   if (!(jobNames as readonly string[]).includes(name)) throw new Error(`unknown job '${name}': one of ${jobNames.join(', ')}`)
   const runOne = async (job: ScheduledJobName) => {
     const { everyMs, firstAfterMs } = scheduleOf(job)
-    const outcome = await runUnderLease(runtime, job, { ...options, dueOnly: false, everyMs, firstAfterMs })
+    const outcome = await runUnderLease(deps, job, { ...options, dueOnly: false, everyMs, firstAfterMs })
     if (outcome.status === 'skipped') {
       throw new Error(`job '${job}' is running in another process (${outcome.holder}) until ${new Date(outcome.lockedUntil).toISOString()}; try again later`)
     }

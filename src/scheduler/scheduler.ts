@@ -6,10 +6,11 @@
  * starts it on the primary only.
  */
 import { workerEntry } from '../worker-entry'
-import type { Runtime } from '../runtime'
+import type { Config } from '../config/env'
+import type { Logger } from '../observability/logger'
 import { createHolderId } from './lease'
 import type { SchedulerCommand, SchedulerReply } from './worker'
-import type { ConfigChange } from '../storage/repositories'
+import type { ConfigChange, Repositories } from '../storage/repositories'
 
 export interface SchedulerOptions {
   /** How often the worker looks for due jobs; default 1 s (a look is one read of a few rows). */
@@ -18,21 +19,35 @@ export interface SchedulerOptions {
   stopGraceMs?: number
 }
 
+/**
+ * What starting and stopping the scheduler uses of this process's runtime (the thread builds its
+ * own from the config): the lease rows it frees on stop, and the writes it is told about.
+ */
+export interface SchedulerDeps {
+  /** Sent to the thread, which opens its own connection and runtime with it. */
+  config: Config
+  logger: Logger
+  random: () => number
+  repositories: Pick<Repositories, 'jobLeases'>
+  /** Listeners told about this process's own configuration writes. */
+  onConfigWrite: Set<(change?: ConfigChange) => void>
+}
+
 /** Returns the stop function: it resolves once the worker has freed its leases and is ended. */
-export function startScheduler(runtime: Runtime, options: SchedulerOptions = {}): () => Promise<void> {
-  const holder = createHolderId(runtime.random)
+export function startScheduler(deps: SchedulerDeps, options: SchedulerOptions = {}): () => Promise<void> {
+  const holder = createHolderId(deps.random)
   const graceMs = options.stopGraceMs ?? 5000
   // ref false: the server's listener keeps the process alive; the scheduler alone must not.
   const worker = new Worker(workerEntry(new URL('./worker.ts', import.meta.url), './scheduler/worker.ts'), { ref: false })
   let onStopped: (() => void) | undefined
   worker.onmessage = (event: MessageEvent<SchedulerReply>) => {
     const reply = event.data
-    if (reply.type === 'failed') runtime.logger.error('scheduler_failed', { error: reply.error })
+    if (reply.type === 'failed') deps.logger.error('scheduler_failed', { error: reply.error })
     if (reply.type === 'stopped') onStopped?.()
   }
-  worker.onerror = (event) => runtime.logger.error('scheduler_failed', { error: event.message })
+  worker.onerror = (event) => deps.logger.error('scheduler_failed', { error: event.message })
   // The config crosses as a structured clone (plain data); the worker opens its own connection.
-  worker.postMessage({ type: 'start', config: runtime.config, holder, tickMs: options.tickMs ?? 1000 } satisfies SchedulerCommand)
+  worker.postMessage({ type: 'start', config: deps.config, holder, tickMs: options.tickMs ?? 1000 } satisfies SchedulerCommand)
   // A provider key written here has its gateway kind's catalog crawled at once if it has none
   // (catalog-follow.ts): the thread is told after the write, which it never delays. A write is
   // announced from inside its transaction, which is synchronous: the message goes once the
@@ -46,11 +61,11 @@ export function startScheduler(runtime: Runtime, options: SchedulerOptions = {})
       worker.postMessage({ type: 'config-written' } satisfies SchedulerCommand)
     })
   }
-  runtime.onConfigWrite.add(onConfigWrite)
+  deps.onConfigWrite.add(onConfigWrite)
 
   let stopped: Promise<void> | undefined
   return () => {
-    runtime.onConfigWrite.delete(onConfigWrite)
+    deps.onConfigWrite.delete(onConfigWrite)
     stopped ??= (async () => {
       let timeout: ReturnType<typeof setTimeout> | undefined
       await Promise.race([
@@ -67,9 +82,9 @@ export function startScheduler(runtime: Runtime, options: SchedulerOptions = {})
       // On a node LiteFS has just demoted the database refuses the write: the lease then ends by
       // its own time, and the new primary takes it.
       try {
-        runtime.repositories.jobLeases.abandon(holder)
+        deps.repositories.jobLeases.abandon(holder)
       } catch (error) {
-        runtime.logger.warn('job_lease_release_failed', { holder, error: error instanceof Error ? error.message : String(error) })
+        deps.logger.warn('job_lease_release_failed', { holder, error: error instanceof Error ? error.message : String(error) })
       }
     })()
     return stopped

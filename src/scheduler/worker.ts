@@ -5,7 +5,8 @@
  * database each run happens once. Log lines go to stdout as JSON, like the main thread's.
  */
 import type { Config } from '../config/env'
-import { createRuntime, type Runtime } from '../runtime'
+import { createRuntime } from '../runtime'
+import type { JobDeps } from './job-deps'
 import { runUnderLease } from './lease'
 import { scheduleOf, schedules } from './schedules'
 import { CatalogFollower } from './catalog-follow'
@@ -19,7 +20,8 @@ export type SchedulerCommand =
   | { type: 'config-written' }
 export type SchedulerReply = { type: 'started' } | { type: 'stopped' } | { type: 'failed'; error: string }
 
-let runtime: Runtime | undefined
+/** The thread's own runtime (the composition root builds it), used as what its jobs are given. */
+let runtime: JobDeps | undefined
 let holder = ''
 let timer: ReturnType<typeof setInterval> | undefined
 let stopping = false

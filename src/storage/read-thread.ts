@@ -8,16 +8,16 @@
  * place.
  */
 import type { Database } from 'bun:sqlite'
-import type { createRequestLogRepository } from './repositories/request-logs'
+import type { RequestLogRepository } from './repositories/request-logs'
 import { SnapshotRowReader, type SnapshotRowsRequest } from './snapshot-rows'
-import { runUsageQuery, type UsageQuery } from './usage-reader'
+import { runUsageQuery, type UsageRead } from './usage-reader'
 import { workerEntry } from '../worker-entry'
 
-export type ReadQuery = { op: 'usage'; query: UsageQuery } | { op: 'snapshot'; request: SnapshotRowsRequest }
+export type ReadQuery = UsageRead | { op: 'snapshot'; request: SnapshotRowsRequest }
 
 /** What the reads read: the request log's repository (usage) and the connection (snapshot rows). */
 export interface ReadSources {
-  logs: ReturnType<typeof createRequestLogRepository>
+  logs: RequestLogRepository
   sqlite: Database
 }
 

@@ -11,7 +11,7 @@
  * store asks from (a new thread, a store that lost track) sends everything.
  */
 import type { Database } from 'bun:sqlite'
-import type { ConfigChange } from './repositories'
+import type { ConfigChange } from './repositories/config-change'
 
 export interface WorkspaceRow {
   id: string

@@ -3,10 +3,7 @@
  * request explorer, answered on the read thread (read-thread.ts). The usage queries read hourly
  * roll-ups plus the edge hours' rows; the explorer the newest rows of a window.
  */
-import type { createRequestLogRepository, KeyWindows, RecentFilter, UsageFilter } from './repositories/request-logs'
-import type { ReadThread } from './read-thread'
-
-type RequestLogRepository = ReturnType<typeof createRequestLogRepository>
+import type { KeyWindows, RecentFilter, RequestLogRepository, UsageFilter } from './repositories/request-logs'
 
 export type UsageQuery =
   | { op: 'summary'; filter: UsageFilter }
@@ -15,6 +12,17 @@ export type UsageQuery =
   | { op: 'recent'; filter: RecentFilter }
   | { op: 'tokens'; filter: UsageFilter }
   | { op: 'keyWindows'; workspaceId: string; keyIds: string[]; sinceMs: number; fromDayMs: number; own: { ids: string[]; sinceMs: number; batchIds?: string[] } }
+
+/** A usage query as the read thread (read-thread.ts) is asked it. */
+export type UsageRead = { op: 'usage'; query: UsageQuery }
+
+/**
+ * What the reader needs of the read thread: a usage query asked, its answer given back. The thread
+ * (read-thread.ts) imports this module to answer the queries, so this module names no type of it.
+ */
+export interface UsageAsker {
+  ask<T>(read: UsageRead): Promise<T>
+}
 
 export type SummaryRow = ReturnType<RequestLogRepository['summary']>
 export type SeriesRow = ReturnType<RequestLogRepository['series']>[number]
@@ -54,7 +62,7 @@ export interface UsageReader {
   keyWindows(workspaceId: string, keyIds: string[], sinceMs: number, fromDayMs: number, own: { ids: string[]; sinceMs: number; batchIds?: string[] }): Promise<{ windows: [string, KeyWindows][]; found: string[]; foundBatches: string[] }>
 }
 
-export function createUsageReader(reads: ReadThread): UsageReader {
+export function createUsageReader(reads: UsageAsker): UsageReader {
   return {
     summary: (filter) => reads.ask({ op: 'usage', query: { op: 'summary', filter } }),
     series: (filter, bucketMs) => reads.ask({ op: 'usage', query: { op: 'series', filter, bucketMs } }),

@@ -1,9 +1,9 @@
 /**
- * A key's compiled pipeline (pipeline/stages/registry.ts): what applies to its requests is decided
- * when its read-model entry is built — the pre-routing hooks (the decisioner, only with
- * RT_DECISIONER_ENABLED=1), the enrichment stages (MCP tools, companion ads, keyterms only with
- * RT_KEYTERMS_ENABLED=1), the steering message (the key's, else its workspace's) and body capture —
- * and it follows changes: a workspace's new steering message or capture setting reaches its keys'
+ * A key's compiled chain (pipeline/stages/registry.ts): what applies to its requests is decided
+ * when its read-model entry is built — the stages it opens (the decisioner, only with
+ * RT_DECISIONER_ENABLED=1; MCP tools, companion ads, keyterms only with RT_KEYTERMS_ENABLED=1) and
+ * what its stages of settings set (the steering message: the key's, else its workspace's; body
+ * capture) — and it follows changes: a workspace's new steering message or capture setting reaches its keys'
  * next request. And the answer path's cases: the responses-only gateway kind answering a messages
  * client (one translation, Responses → messages), streamed and buffered.
  */
@@ -11,7 +11,7 @@ import { describe, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Database } from 'bun:sqlite'
-import { compileKeyPipeline, enrichmentStages, preRoutingHooks } from '../../src/pipeline/stages/registry'
+import { compileKeyPipeline, stageNames } from '../../src/pipeline/stages/registry'
 import { setWorkspaceSettings } from '../../src/management/workspaces'
 import type { KeyEntry, WorkspaceEntry } from '../../src/pipeline/read-model/snapshot'
 import { startMockGateway } from '../harness/mock-gateway'
@@ -46,12 +46,13 @@ const flagsOn = { decisionerEnabled: true, keytermsEnabled: true }
 const decisioner = { provider_key_id: 'p1', objective: 'cost' }
 
 describe('compileKeyPipeline', () => {
-  test('a plain key: no hook, no stage, no steering, plain; the flags alone turn nothing on', () => {
+  test('a plain key: no stage, no steering, plain; the flags alone turn nothing on', () => {
     for (const flags of [flagsOff, flagsOn]) {
       const pipeline = compileKeyPipeline(key(), workspace(), flags)
       expect(pipeline.plain).toBe(true)
-      expect(pipeline.hooks).toHaveLength(0)
       expect(pipeline.stages).toHaveLength(0)
+      expect(pipeline.onAuthenticated).toHaveLength(0)
+      expect(pipeline.onAnswered).toHaveLength(0)
       expect(pipeline.steering).toBeUndefined()
       expect(pipeline.captureBodies).toBe(false)
       expect(Object.isFrozen(pipeline)).toBe(true)
@@ -60,28 +61,26 @@ describe('compileKeyPipeline', () => {
 
   test('each feature is one registry entry, applied when the key and the operator flags turn it on', () => {
     const names = (entries: readonly { name: string }[]) => entries.map((entry) => entry.name)
-    expect(names(preRoutingHooks)).toEqual(['decisioner'])
-    expect(names(enrichmentStages)).toEqual(['mcp', 'ads', 'keyterms'])
+    expect(stageNames()).toEqual(['steering', 'limits', 'decisioner', 'mcp', 'ads', 'keyterms', 'tracing', 'body-capture'])
     const withDecisioner = key({ rule: { strategy: 'priority', targets: [], remaps: [], decisioner } })
-    expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOff).hooks)).toEqual([])
-    expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOn).hooks)).toEqual(['decisioner'])
+    expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOff).stages)).toEqual([])
+    expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOn).stages)).toEqual(['decisioner'])
     expect(compileKeyPipeline(withDecisioner, workspace(), flagsOn).plain).toBe(false)
     expect(names(compileKeyPipeline(key({ keyterms: true }), workspace(), flagsOff).stages)).toEqual([])
     expect(names(compileKeyPipeline(key({ keyterms: true }), workspace(), flagsOn).stages)).toEqual(['keyterms'])
     expect(names(compileKeyPipeline(key({ companionAds: true }), workspace(), flagsOff).stages)).toEqual(['ads'])
     const everything = key({ companionAds: true, keyterms: true, mcpServers: [{ id: 's1', name: null, url: 'http://127.0.0.1:1/mcp' }], rule: { strategy: 'priority', targets: [], remaps: [], decisioner } })
     const all = compileKeyPipeline(everything, workspace({ steeringMessage: 'Be brief.', captureBodies: true }), flagsOn)
-    expect(names(all.hooks)).toEqual(['decisioner'])
-    expect(names(all.stages)).toEqual(['mcp', 'ads', 'keyterms'])
+    expect(names(all.stages)).toEqual(['decisioner', 'mcp', 'ads', 'keyterms'])
     expect(all.steering).toBe('Be brief.')
     expect(all.captureBodies).toBe(true)
   })
 
-  test("steering: the key's message, else the workspace's; a key's empty message steers nothing; steering alone makes a key not plain", () => {
+  test("steering: the key's message, else the workspace's; a key's empty message steers nothing; steering alone keeps the straight path (each dialect puts the message in)", () => {
     expect(compileKeyPipeline(key({ steeringMessage: 'Key rule.' }), workspace({ steeringMessage: 'Workspace rule.' }), flagsOff).steering).toBe('Key rule.')
     expect(compileKeyPipeline(key(), workspace({ steeringMessage: 'Workspace rule.' }), flagsOff).steering).toBe('Workspace rule.')
     expect(compileKeyPipeline(key({ steeringMessage: '' }), workspace({ steeringMessage: 'Workspace rule.' }), flagsOff).steering).toBeUndefined()
-    expect(compileKeyPipeline(key(), workspace({ steeringMessage: 'Workspace rule.' }), flagsOff).plain).toBe(false)
+    expect(compileKeyPipeline(key(), workspace({ steeringMessage: 'Workspace rule.' }), flagsOff).plain).toBe(true)
     // Capture changes only the log: the answer stays the straight path.
     expect(compileKeyPipeline(key(), workspace({ captureBodies: true }), flagsOff).plain).toBe(true)
   })

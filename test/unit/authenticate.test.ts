@@ -1,6 +1,6 @@
 /** The presented key (SPEC "Authentication" 1): which header carries it and how `Bearer` is read (inference and management keys alike). */
 import { describe, expect, test } from 'bun:test'
-import { bearerToken } from '../../src/management/workspaces'
+import { bearerToken } from '../../src/http/bearer-token'
 import { presentedKey } from '../../src/pipeline/request/authenticate'
 
 describe('bearerToken', () => {

@@ -9,7 +9,7 @@
 import { describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import { KeyLimiter, type LimitTicket } from '../../src/pipeline/limits/ledger'
-import type { KeyLimits } from '../../src/pipeline/limits/key-limits'
+import type { KeyLimits } from '../../src/domain/key-limits'
 
 const emptyReader = async (_workspace: string, keyIds: string[]) => ({ windows: keyIds.map((id) => [id, { seconds: [], days: [] }] as [string, { seconds: []; days: [] }]), found: [] })
 

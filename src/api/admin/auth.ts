@@ -8,7 +8,8 @@ import type { AppDeps } from '../deps'
 import type { Actor } from '../../management/context'
 import { ManagementError, messages } from '../../management/errors'
 import { restOperation } from '../../management/operations'
-import { authenticateManagementKey, bearerToken } from '../../management/workspaces'
+import { authenticateManagementKey } from '../../management/workspaces'
+import { bearerToken } from '../../http/bearer-token'
 
 const apiPrefix = '/api/v1'
 

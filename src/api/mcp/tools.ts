@@ -4,7 +4,8 @@
  * through `perform`, as a REST request does: the same rule, the same read-only refusal, the same
  * audit event.
  */
-import { operationList, toolOperation, type Operation } from '../../management/operations'
+import { operationList, toolOperation } from '../../management/operations'
+import type { Operation } from '../../management/operations/operation'
 
 export { toolOperation }
 

@@ -8,6 +8,7 @@ import { RouterError } from '../../errors/router-error'
 import type { RequestContext } from '../request/context'
 import { errorBody, errorResponse } from '../../errors/render'
 import { setRoutingHeaders } from './respond'
+import { stagesOf } from '../stages/chain'
 import type { RunResult } from '../routing/run-attempts'
 import type { InferenceDeps } from '../types'
 
@@ -17,7 +18,7 @@ const jsonType = 'application/json'
 export function finishAnswer(context: RequestContext, deps: InferenceDeps, status: number, body: BodyInit | null, contentType: string, errorCode?: string): Response {
   context.readyAt ??= performance.now()
   context.headers['content-type'] = contentType
-  if (context.key?.limits) limitFields(context, deps)
+  answered(context, deps)
   // The headers are handed over before the log takes the request's state (RequestContext.finish).
   const response = new Response(body, { status, headers: context.responseHeaders() })
   logRequest(context, deps, status, errorCode)
@@ -41,7 +42,7 @@ export function finishStream(context: RequestContext, deps: InferenceDeps, statu
   // From here on the client has an answer: a stream that ends without usage is charged as one (CONTRACT §11).
   context.answerStarted = true
   const stream = body(ended)
-  if (context.key?.limits) limitFields(context, deps)
+  answered(context, deps)
   context.headers['content-type'] = 'text/event-stream; charset=utf-8'
   context.headers['cache-control'] = 'no-cache'
   return new Response(stream, { status, headers: context.responseHeaders() })
@@ -76,23 +77,15 @@ export function logRequest(context: RequestContext, deps: InferenceDeps, status:
   }
   if (!context.key) return
   context.finish(status, errorCode)
-  // A limited key's request: its reservation becomes what it was charged (RequestContext.finish).
-  const limited = context.limited
-  if (limited?.ticket) deps.limiter.settle(limited.ticket, (context.inputTokens ?? 0) + (context.outputTokens ?? 0), (context.costNanoUsd ?? 0) + (limited.held?.nano ?? 0), limited.held)
+  // The stages' last word (a spend cap settles what the request was charged), before the row is written.
+  context.chain?.finished()
   deps.logQueue.push(context)
 }
 
-/**
- * The RateLimit fields every answer of a limited key carries (CONTRACT §11), refusals included: the
- * admission's where the request was admitted or refused there, else the windows as they stand (a
- * request refused before admission: a bad body, an unpriced model).
- */
-function limitFields(context: RequestContext, deps: InferenceDeps) {
-  if (context.headers['ratelimit-policy'] !== undefined) return
-  const key = context.key!
-  const fields = deps.limiter.peekHeaders(key.id, key.workspaceId, key.limits!)
-  context.headers['ratelimit-policy'] = fields['ratelimit-policy']
-  context.headers.ratelimit = fields.ratelimit
+/** What the key's stages put on every answer of the key (a limited key's RateLimit fields), whatever its endpoint and status. */
+function answered(context: RequestContext, deps: InferenceDeps) {
+  const entries = context.key?.pipeline.onAnswered
+  if (entries && entries.length > 0) for (const stage of stagesOf(entries)) stage.answered!(context, deps)
 }
 
 /** The last-resort answer when answering an error itself failed: a 500 in the chat envelope, logged (no request state to finish). */

@@ -7,7 +7,7 @@
  * fails over like an unusable reply).
  */
 import { RouterError } from '../../errors/router-error'
-import type { ClientDialect, ParsedRequest } from '../answer/answer'
+import type { ClientDialect, ParsedRequest } from '../answer/dialect'
 import { requireModel } from '../request/prepare-chat'
 import { isObject, readJsonBody } from '../../http/read-body'
 import { upstreamCall } from '../routing/routed-call'

@@ -19,16 +19,14 @@ import type { AuthenticatedContext } from '../request/context'
 import { applySteering, requireModel, siblingsOf, stripRouterFields, validateChatBody } from '../request/prepare-chat'
 import { isObject, parseJsonBody, readBodyBytes, readJsonBody } from '../../http/read-body'
 import { upstreamCall } from '../routing/routed-call'
-import { reenvelopedError, type ClientDialect, type ParsedRequest } from '../answer/answer'
-import type { StageSiblings } from '../stages/registry'
+import type { ClientDialect, ParsedRequest, StageSiblings } from '../answer/dialect'
+import { reenvelopedError } from '../answer/relay'
 
 /** The key's steering message, as its compiled pipeline resolved it (the key's, else its workspace's). */
 const steeringOf = (context: AuthenticatedContext) => context.key.pipeline.steering
 
-interface ChatRequest extends ParsedRequest {
-  /** The client's bytes, when they can go upstream unchanged (nothing added or removed). */
-  raw: Uint8Array<ArrayBuffer> | undefined
-}
+/** A chat request: its `raw` bytes are kept while they can go upstream unchanged (nothing added or removed). */
+type ChatRequest = ParsedRequest
 
 export const chatDialect: ClientDialect<ChatRequest> = {
   name: 'chat',
@@ -49,7 +47,7 @@ export const chatDialect: ClientDialect<ChatRequest> = {
   // Reached for a reply in another kind (the responses-only gateway kind), or one the stages changed.
   writeReply: (_context, _deps, reply, _parsed, served) =>
     writeChatCompletion(served.replyKind === 'response' ? { ...reply, id: reply.id ? `chatcmpl-${reply.id}` : `chatcmpl-${crypto.randomUUID()}`, model: reply.model || served.step.model } : reply),
-  encodeStream: (context, _deps, parsed) => encodeChatStream({ id: `chatcmpl-${context.requestId}`, model: parsed.model }, !context.limited?.hidesUsage),
+  encodeStream: (context, _deps, parsed) => encodeChatStream({ id: `chatcmpl-${context.requestId}`, model: parsed.model }, !context.hideUsageChunk),
 }
 
 const noSiblings: StageSiblings = Object.freeze({ adRequest: undefined, linkRequest: undefined })

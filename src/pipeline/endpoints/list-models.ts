@@ -7,7 +7,7 @@
  */
 import { RouterError } from '../../errors/router-error'
 import { buildGatewayCatalog, isBatchId, spellingFor } from '../../gateways/model-catalog'
-import type { ProviderEntry } from '../read-model/snapshot'
+import type { ProviderEntry } from '../read-model/entries'
 import type { AuthenticatedContext } from '../request/context'
 import { finishJson } from '../answer/finish'
 import type { EndpointHandler, InferenceDeps } from '../types'

@@ -11,7 +11,7 @@ import { decodeSse, parseJson } from '../../dialects/sse/decode'
 import type { EventSourceMessage } from 'eventsource-parser'
 import { sseEvent } from '../../dialects/sse/encode'
 import { breakSafe, UpstreamEnding } from '../../dialects/stream-parts'
-import type { ProviderEntry } from '../read-model/snapshot'
+import type { ProviderEntry } from '../read-model/entries'
 import type { AuthenticatedContext } from '../request/context'
 import { failWith, finishJson, finishStream, recordServingAttempt, type StreamEnded } from '../answer/finish'
 import { isObject, readJsonBody } from '../../http/read-body'
@@ -19,7 +19,8 @@ import { requireModel, siblingsOf, stripRouterFields } from '../request/prepare-
 import { noteResponseModel, readUsage, setRoutingHeaders } from '../answer/respond'
 import { isUnixSeconds, issueNativeResponseId, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
 import { defaultUpstreamTimeoutMs } from '../routing/plan-route'
-import { relayUpstreamError, type Attach, type ClientDialect, type ParsedRequest, type Served, type SuccessResult, type ToolNames } from '../answer/answer'
+import type { Attach, ClientDialect, ParsedRequest, Served, SuccessResult, ToolNames } from '../answer/dialect'
+import { relayUpstreamError } from '../answer/relay'
 import type { InferenceDeps } from '../types'
 
 type Json = Record<string, any>
@@ -261,7 +262,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     const key = context.key
     const chain = value.previous_response_id !== undefined && value.previous_response_id !== null ? resolveChain(context, deps, value.previous_response_id, 'chain') : undefined
     // The companion-ad and keyterm siblings never go upstream (SPEC "Body processing").
-    const body = appendSteering(stripRouterFields(value), key.steeringMessage ?? context.workspace?.steeringMessage)
+    const body = appendSteering(stripRouterFields(value), key.pipeline.steering)
     // Translated once, up front, when a target may need it: a body the translation refuses is a 400
     // before anything is sent (rather than a failed attempt).
     const providers = (context.snapshot ?? deps.snapshots.current()).providers

@@ -13,10 +13,10 @@
  */
 import { RouterError } from '../../errors/router-error'
 import type { ModelPricing } from '../../gateways/model-prices'
-import type { ParsedRequest } from '../answer/answer'
+import type { ParsedRequest } from '../answer/dialect'
 import { cachedPlan } from '../read-model/plan-cache'
-import type { Snapshot } from '../read-model/snapshot'
-import type { AuthenticatedContext } from '../request/context'
+import type { Snapshot } from '../read-model/entries'
+import type { AuthenticatedContext, SpendCap } from '../request/context'
 import type { Operation, PlannedAttempt, PlanStep, RoutePlan } from '../routing/plan-route'
 import type { UpstreamCall } from '../routing/routed-call'
 import type { InferenceDeps } from '../types'
@@ -41,14 +41,12 @@ function planWorst(snapshot: Snapshot, steps: readonly PlanStep[], prompt: Promp
  * A limited key's admitted request: its ticket in the key's ledger, the plan it was priced on, and
  * what it reserved for each model round and side call, for its settlement.
  */
-export class LimitedRequest {
+export class LimitedRequest implements SpendCap {
   ticket: LimitTicket | undefined
   /** The plan priced at admission, run as it is (a key with a USD cap; undefined otherwise). */
   plan: RoutePlan | undefined
   /** Each model round's reservation, nano-dollars, in order: round 1's made at admission. */
   readonly rounds: number[] = []
-  /** The client did not ask for the usage chunk the router asked the upstream for: the relay leaves it out. */
-  hidesUsage = false
   /**
    * What the request leaves held in a record of its own when it ends: a batch's items' reservation,
    * on the batch's row until the batch settles. Its ticket keeps it until a read shows that row.
@@ -63,6 +61,7 @@ export class LimitedRequest {
   private bodyModel: unknown
 
   constructor(
+    private readonly context: AuthenticatedContext,
     private readonly limiter: KeyLimiter,
     readonly limits: KeyLimits,
     readonly operation: Operation,
@@ -71,6 +70,11 @@ export class LimitedRequest {
 
   get usdCap(): boolean {
     return this.limits.usdPerDay !== null || this.limits.usdPerMonth !== null
+  }
+
+  /** Admitted: it holds a ticket in the key's ledger. */
+  get admitted(): boolean {
+    return this.ticket !== undefined
   }
 
   /** Usage matters to the key's windows (a USD cap, or tokens per minute): a stream asks the upstream for it. */
@@ -176,10 +180,19 @@ export class LimitedRequest {
       const asked = typeof options === 'object' && options !== null && (options as { include_usage?: unknown }).include_usage === true
       if (!asked) {
         changed = { ...(changed ?? body), stream_options: { ...(typeof options === 'object' && options !== null ? options : {}), include_usage: true } }
-        this.hidesUsage = true
+        this.context.hideUsageChunk = true
       }
     }
     return changed ? { path: call.path, method: call.method, body: changed } : call
+  }
+
+  /**
+   * The request is finished (its cost computed, the row's state final): its reservation is replaced
+   * in the key's ledger by what it was charged (and a batch's row holds what its items reserved).
+   */
+  settle() {
+    const context = this.context
+    if (this.ticket) this.limiter.settle(this.ticket, (context.inputTokens ?? 0) + (context.outputTokens ?? 0), (context.costNanoUsd ?? 0) + (this.held?.nano ?? 0), this.held)
   }
 
   /**
@@ -210,7 +223,7 @@ export class LimitedRequest {
  * RateLimit headers, and the request's LimitedRequest (its ticket, its plan) on the context.
  */
 export function admitLimited(context: AuthenticatedContext, deps: InferenceDeps, limits: KeyLimits, parsed: ParsedRequest): RouterError | undefined | Promise<RouterError | undefined> {
-  const limited = new LimitedRequest(deps.limiter, limits, parsed.operation, parsed.stream)
+  const limited = new LimitedRequest(context, deps.limiter, limits, parsed.operation, parsed.stream)
   context.limited = limited
   let worst = 0
   // A retrieval (pinned to the provider key holding a response) bills nothing.

@@ -5,7 +5,7 @@
  * Entries expire after a minute, so catalog ageing (SPEC "Model catalog staleness") is seen.
  */
 import { isPlanCacheable, planRoute, type Operation, type RoutePlan } from '../routing/plan-route'
-import type { KeyEntry, Snapshot } from './snapshot'
+import type { KeyEntry, Snapshot } from './entries'
 
 const planCacheLifetimeMs = 60_000
 const planCacheLimit = 10_000

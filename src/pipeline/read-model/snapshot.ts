@@ -12,107 +12,28 @@
  */
 import { watch, type FSWatcher } from 'node:fs'
 import { basename, dirname } from 'node:path'
-import { findGateway, providerBaseUrl, type GatewayDefinition } from '../../gateways/catalog'
+import { findGateway, providerBaseUrl } from '../../gateways/catalog'
 import { authHeaders } from '../../gateways/client'
-import { compileKeyPipeline, type KeyPipeline } from '../stages/registry'
-import { parseStoredLimits, type KeyLimits } from '../limits/key-limits'
+import { compileKeyPipeline } from '../stages/registry'
+import { parseStoredLimits } from '../../domain/key-limits'
 import { buildGatewayCatalog, type GatewayCatalog } from '../../gateways/model-catalog'
 import { pricingOfStoredObject, type ModelPricing } from '../../gateways/model-prices'
-import { compileAllowlist, type CompiledAllowlist } from '../../net/ip-allowlist'
+import { compileAllowlist } from '../../net/ip-allowlist'
+import type { CompiledAllowlist } from '../../domain/allowlist'
+import type { KeyEntry, McpServerEntry, ProviderEntry, Snapshot, SnapshotStore, WorkspaceEntry } from './entries'
+import type { StoredRemap, StoredRule } from '../../domain/routing-rule'
 import type { Config } from '../../config/env'
 import type { Logger } from '../../observability/logger'
 import type { Storage } from '../../storage/client'
 import type { SecretBox } from '../../storage/crypto'
 import type { ConfigChange } from '../../storage/repositories'
-import type { StoredRemap, StoredRule } from '../../storage/repositories/inference-keys'
 import type { ReadThread } from '../../storage/read-thread'
 import { SnapshotRowReader, SnapshotRowStore, type KeyRow, type KnownPrices, type ProviderRow, type SnapshotRows, type WorkspaceRow } from '../../storage/snapshot-rows'
 
-export interface ProviderEntry {
-  id: string
-  workspaceId: string
-  gateway: GatewayDefinition
-  secret: string
-  baseUrl: string
-  disabled: boolean
-  /** Prebuilt upstream headers for POSTs without forwarded headers (JSON and SSE answers). */
-  postHeaders: { json: Record<string, string>; stream: Record<string, string> }
-}
-
-export interface KeyEntry {
-  id: string
-  workspaceId: string
-  apiShape: string
-  secretHash: string
-  previous: { hash: string; untilMs: number; untilIso: string } | undefined
-  revoked: boolean
-  allowlist: CompiledAllowlist
-  steeringMessage: string | null
-  failoverTtfbMs: number | null
-  upstreamTimeoutMs: number | null
-  companionAds: boolean
-  keyterms: boolean
-  rule: StoredRule
-  /** MCP servers attached to the key (SPEC "MCP tools"), in attach order; empty for most keys. */
-  mcpServers: readonly McpServerEntry[]
-  /** Spend caps and rate limits (CONTRACT §11); undefined for a key without any, whose requests never look further. */
-  limits: KeyLimits | undefined
-  /** What applies to the key's requests (stages/registry.ts), with its workspace's settings. */
-  pipeline: KeyPipeline
-}
-
-export interface McpServerEntry {
-  id: string
-  name: string | null
-  url: string
-}
+// The read model's types (read-model/entries.ts), for the importers of this module.
+export type { KeyEntry, McpServerEntry, ProviderEntry, Snapshot, SnapshotStore, WorkspaceEntry } from './entries'
 
 const noMcpServers: readonly McpServerEntry[] = Object.freeze([])
-
-export interface WorkspaceEntry {
-  id: string
-  suspended: boolean
-  allowlist: CompiledAllowlist
-  steeringMessage: string | null
-  captureBodies: boolean
-}
-
-export interface Snapshot {
-  keysByPrefix: Map<string, KeyEntry[]>
-  workspaces: Map<string, WorkspaceEntry>
-  providers: Map<string, ProviderEntry>
-  gatewayEnabled: Map<string, boolean>
-  catalogs: Map<string, GatewayCatalog>
-  budgets: Map<string, number>
-  /** Verified tokens of this snapshot: token → key and whether it was the rotated-out secret. */
-  tokenCache: Map<string, { key: KeyEntry; previous: boolean }>
-  /** Route plans of this snapshot by key entry, then operation and model (see routed-call's cachedPlan). */
-  planCache: Map<KeyEntry, Map<string, unknown>>
-  planCacheSize: number
-}
-
-
-export interface SnapshotStore {
-  /**
-   * The snapshot a request reads: the current one, or, while a change the request must see is
-   * being rebuilt (this process wrote, or another connection's commit was noticed), the rebuilt one
-   * once it is swapped in.
-   */
-  fresh(): Snapshot | Promise<Snapshot>
-  /** The snapshot as it is now (background work, and a request's later steps). */
-  current(): Snapshot
-  /**
-   * This process wrote configuration. One row it names is read again here and the snapshot swapped
-   * at once; anything else is rebuilt in the background, and requests from now on wait for it.
-   */
-  invalidate(change?: ConfigChange): void
-  /** How many times the snapshot was rebuilt (exposed on /metrics). */
-  builds(): number
-  /** Requests that waited for a rebuild (a change they must see was still being read). */
-  requestWaits(): number
-  /** Stops following the database's changes. */
-  close(): void
-}
 
 interface Caches {
   /** Provider secrets by ciphertext: a rebuild decrypts only new ones. */

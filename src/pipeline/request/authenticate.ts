@@ -6,8 +6,8 @@
 import { timingSafeEqual } from 'node:crypto'
 import { RouterError } from '../../errors/router-error'
 import { isProxyPeer, parseCallerAddress } from '../../net/ip-allowlist'
-import { bearerToken } from '../../management/workspaces'
-import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/snapshot'
+import { bearerToken } from '../../http/bearer-token'
+import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/entries'
 
 export const inferenceKeyPrefix = 'rt_live_'
 const displayPrefixLength = inferenceKeyPrefix.length + 8

@@ -1,11 +1,11 @@
 /** Per-request state: the response headers being built and what the request log will record. */
 import type { Envelope } from '../../errors/render'
-import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/snapshot'
+import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/entries'
 import type { RequestLogRow } from '../../storage/repositories/request-logs'
 import { stageTimingsText, type RecordWriter } from '../../storage/request-journal'
 import { callerAddress } from './authenticate'
 import { costOf, type ReportedUsage } from '../../gateways/model-prices'
-import type { LimitedRequest } from '../limits/admission'
+import type { RouterError } from '../../errors/router-error'
 import type { Usage } from '../../dialects/stream-parts'
 import type { PlannedAttempt } from '../routing/plan-route'
 import type { Span } from '@opentelemetry/api'
@@ -56,6 +56,25 @@ function requestCost(context: RequestContext, status: number, errorCode: string 
 }
 
 /**
+ * What a spend cap (pipeline/limits) is to the rest of a request: the cost its finish charges, and
+ * the side calls other stages make (the decisioner's), reserved before they are made and charged.
+ */
+export interface SpendCap {
+  readonly usdCap: boolean
+  readonly operation: string
+  /** Admitted: it holds a ticket in the key's ledger. */
+  readonly admitted: boolean
+  charge(single: number | null | undefined, rounds: readonly (number | null | undefined)[] | undefined, answered: boolean): number
+  reserveSide(worst: number): RouterError | undefined
+  chargeSide(spent: number): void
+}
+
+/** What observes a request to its end (the key's chain opened for it; a batch submit's spend cap): its last word before the row is written. */
+export interface RequestObserver {
+  finished(): void
+}
+
+/**
  * A request past authentication: its key, its workspace and the snapshot it was authenticated
  * against are known (every endpoint handler, dialect, stage and routed call works on one). Until the
  * request is finished: RequestContext.finish() lets go of the snapshot for the log queue's sake.
@@ -102,8 +121,12 @@ export class RequestContext {
   cachedInputTokens: number | undefined
   /** The request's cost in nano-dollars (storage/money.ts), set by finish(): null when unknown (an unpriced model), 0 when nothing was billed. */
   costNanoUsd: number | null = null
-  /** A limited key's request: its ticket in the key's ledger, its priced plan and reservations, settled when it finishes (pipeline/limits). */
-  limited: LimitedRequest | undefined
+  /** A limited key's request: its spend cap (pipeline/limits), set when it is admitted. */
+  limited: SpendCap | undefined
+  /** The key's chain opened for this request (stages/chain.ts), or another observer of its end. */
+  chain: RequestObserver | undefined
+  /** The router asked the upstream for the usage chunk the client did not ask for: it is kept from the client. */
+  hideUsageChunk = false
   /** A tool loop's model rounds, each with the attempt that served it and the usage it reported (its cost is priced per round). */
   rounds: { step: PlannedAttempt; usage: Usage | undefined }[] | undefined
   /** A stream's answer went out to the client (a byte of it was sent): it is an answer, whatever ends it. */
@@ -115,8 +138,6 @@ export class RequestContext {
   requestBody: string | undefined
   /** What enrichment stages did, as the log's JSON text (pipeline/stages); undefined when none ran. */
   enrichment: string | undefined
-  /** The decisioner's outcome for the log (its header and call time); undefined when it did not run. */
-  decision: { header: string; ms?: number } | undefined
   /** Set when the response headers are ready (overhead = ready - start - upstream wait). */
   readyAt: number | undefined
   /** The upstream wait when a stream's headers went out: later waits (a tool loop's next rounds) are not before them. */

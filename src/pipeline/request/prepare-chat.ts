@@ -5,7 +5,7 @@
  */
 import { RouterError } from '../../errors/router-error'
 import { isObject } from '../../http/read-body'
-import type { StageSiblings } from '../stages/registry'
+import type { StageSiblings } from '../answer/dialect'
 
 /** Model ids are bounded: they key caches and log rows. */
 export const maxModelIdLength = 256

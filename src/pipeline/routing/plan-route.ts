@@ -6,7 +6,7 @@
 import { RouterError } from '../../errors/router-error'
 import { decideModel, gatewaysListing, isBatchId, type GatewayCatalog } from '../../gateways/model-catalog'
 import type { StoredRemap, StoredRule, StoredTarget } from '../../storage/repositories/inference-keys'
-import type { ProviderEntry } from '../read-model/snapshot'
+import type { ProviderEntry } from '../read-model/entries'
 import { gatewayCatalog } from '../../gateways/catalog'
 
 export type Operation = 'chat' | 'embeddings' | 'responses' | 'decisions'

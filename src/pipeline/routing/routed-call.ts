@@ -13,11 +13,8 @@ import type { AuthenticatedContext } from '../request/context'
 import type { InferenceDeps } from '../types'
 import type { Operation, PlannedAttempt, PlanStep, RoutePlan } from './plan-route'
 import { cachedPlan, planFor } from '../read-model/plan-cache'
-import type { Snapshot } from '../read-model/snapshot'
+import type { Snapshot } from '../read-model/entries'
 import { runAttempts, type AttemptCall, type RunResult } from './run-attempts'
-import type { Span } from '@opentelemetry/api'
-import { genAiOperation } from '../../observability/tracing-settings'
-import type { RoutePreference } from '../stages/registry'
 
 /** What one attempt sends: a path under the gateway's base URL and its body. */
 export interface UpstreamCall {
@@ -27,6 +24,32 @@ export interface UpstreamCall {
   body: Record<string, unknown> | undefined
   /** The client's bytes, when they can go upstream unchanged (same model, nothing added or removed). */
   raw?: Uint8Array<ArrayBuffer>
+}
+
+/** Where a pre-routing stage sends the request first: this provider key (with this model, when it overrode the client's). */
+export interface RoutePreference {
+  providerKeyId: string
+  model: string | undefined
+}
+
+/** A watch on one attempt (its span): a header its upstream call carries, and its end. */
+export interface AttemptWatch {
+  /** A header to send with the attempt's call (the attempt span's `traceparent`). */
+  header?: [name: string, value: string]
+  /** The attempt ended: its outcome (`ok` or a failover reason, `not-sent`) and the upstream's status when one came. */
+  end(outcome: string, status: number | undefined): void
+}
+
+/** What the key's chain (stages/chain.ts) has to say about a routed call; undefined on a plain key. */
+export interface CallHooks {
+  /** The plan to run instead of planning one (the plan a spend cap priced). */
+  plan(): RoutePlan | undefined
+  /** The steps as they may run. */
+  steps(snapshot: Snapshot, steps: readonly PlanStep[]): PlanStep[]
+  /** One attempt's call, rewritten. */
+  upstreamCall(snapshot: Snapshot, step: PlannedAttempt, call: UpstreamCall): UpstreamCall
+  /** A watch on one attempt, or undefined. */
+  attempt(step: PlannedAttempt): AttemptWatch | undefined
 }
 
 export interface RoutedCallInput {
@@ -52,6 +75,8 @@ export interface RoutedCallInput {
   preference?: RoutePreference
   /** A further check of a parsed buffered answer; a problem fails the attempt over (an unusable reply). */
   accept?: (value: unknown) => string | undefined
+  /** The key's chain, where it has anything to say about the call. */
+  hooks?: CallHooks
 }
 
 /** The reply a call's path is answered with. */
@@ -86,8 +111,8 @@ class RoutedCall implements AttemptCall {
   replyKind: ReplyKind = 'chat'
   accept: ((value: unknown) => string | undefined) | undefined = undefined
   private readonly forwarded: readonly [string, string][]
-  /** The traced attempt in flight (attempts run one after another). */
-  private attemptSpan: Span | undefined = undefined
+  /** The watch on the attempt in flight (attempts run one after another). */
+  private watch: AttemptWatch | undefined = undefined
 
   constructor(
     private readonly context: AuthenticatedContext,
@@ -104,7 +129,9 @@ class RoutedCall implements AttemptCall {
   }
 
   send(step: PlannedAttempt, signal: AbortSignal): Promise<Response> {
+    const hooks = this.input.hooks
     let call = this.input.requestFor(step)
+    if (hooks) call = hooks.upstreamCall(this.context.snapshot, step, call)
     const provider = step.provider
     // The responses-only gateway kind is asked in Responses: its reply is translated by the answer path.
     if (call.path === '/chat/completions' && provider.gateway.capabilities.responses === 'only') call = { path: '/responses', body: chatToResponses(call.body!) }
@@ -112,13 +139,10 @@ class RoutedCall implements AttemptCall {
     this.relaysReply = this.input.relayKind === this.replyKind
     const stream = this.stream
     let forwarded = this.forwarded
-    // Traced: a CLIENT span per attempt, whose traceparent goes upstream with it (CONTRACT §13).
-    const tracing = this.deps.tracing
-    const parent = this.context.span
-    if (tracing && parent) {
-      const attempt = tracing.startAttempt(parent, genAiOperation(this.context.endpoint), provider.gateway.id, step.model)
-      this.attemptSpan = attempt.span
-      if (attempt.traceparent) forwarded = [...forwarded, ['traceparent', attempt.traceparent]]
+    // A watched attempt (traces: a CLIENT span per attempt, whose traceparent goes upstream with it).
+    if (hooks) {
+      this.watch = hooks.attempt(step)
+      if (this.watch?.header) forwarded = [...forwarded, this.watch.header]
     }
     // The client's bytes when they go unchanged, else the body encoded without the gateway's omitted parameters.
     if (call.raw) return this.deps.upstream.send(provider, { path: call.path, bytes: call.raw, stream, forwarded, signal })
@@ -126,9 +150,9 @@ class RoutedCall implements AttemptCall {
   }
 
   onAttempt(gateway: string, outcome: string, upstreamMs: number, status?: number) {
-    if (this.attemptSpan) {
-      this.deps.tracing!.endAttempt(this.attemptSpan, outcome, status)
-      this.attemptSpan = undefined
+    if (this.watch) {
+      this.watch.end(outcome, status)
+      this.watch = undefined
     }
     this.context.upstreamWaitMs += upstreamMs
     this.deps.metrics.countAttempt(gateway, outcome)
@@ -136,10 +160,10 @@ class RoutedCall implements AttemptCall {
   }
 
   onSettled(result: RunResult) {
-    // An attempt whose request could not be built (the client's input) sent nothing: its span ends here.
-    if (this.attemptSpan) {
-      this.deps.tracing!.endAttempt(this.attemptSpan, 'not-sent', undefined)
-      this.attemptSpan = undefined
+    // An attempt whose request could not be built (the client's input) sent nothing: its watch ends here.
+    if (this.watch) {
+      this.watch.end('not-sent', undefined)
+      this.watch = undefined
     }
     const context = this.context
     // A tool loop makes several routed calls for one answer: the log counts every attempt, in order.
@@ -172,19 +196,13 @@ function preferred(plan: RoutePlan, preference: RoutePreference, snapshot: Snaps
 export function runRoutedCall(context: AuthenticatedContext, deps: InferenceDeps, input: RoutedCallInput): Promise<RunResult> {
   const snapshot = (context.snapshot ??= deps.snapshots.current())
   const key = context.key
-  const limited = context.limited
+  const hooks = input.hooks
   let steps = input.steps
   if (!steps) {
-    // A key with a USD cap runs the plan its admission priced (one remap roll, CONTRACT §11).
-    const admitted = limited?.plan
-    const plan = input.preference ? preferred(admitted ?? planFor(snapshot, key, input, deps.random), input.preference, snapshot) : (admitted ?? cachedPlan(snapshot, key, input, deps.random))
-    steps = plan.steps
-  }
-  if (limited) {
-    // Only targets priced within the reservation are tried, each call bounded as it was priced (pipeline/limits/admission.ts).
-    if (limited.usdCap && !input.steps) steps = limited.screen(snapshot, steps)
-    const requestFor = input.requestFor
-    input = { ...input, requestFor: (step) => limited.bound(snapshot, step, requestFor(step)) }
+    // The chain may hold the plan to run (the one a spend cap priced: one remap roll, CONTRACT §11).
+    const given = hooks?.plan()
+    const plan = input.preference ? preferred(given ?? planFor(snapshot, key, input, deps.random), input.preference, snapshot) : (given ?? cachedPlan(snapshot, key, input, deps.random))
+    steps = hooks ? hooks.steps(snapshot, plan.steps) : plan.steps
   }
   context.mark('plan')
   return runAttempts(steps, new RoutedCall(context, deps, input))

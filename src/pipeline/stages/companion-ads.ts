@@ -6,18 +6,19 @@
  */
 import { callPlugin, type PluginResult } from './plugin-call'
 import { isObject } from '../../http/read-body'
-import type { ActiveStage, EnrichmentStage, StageRequest } from './registry'
+import type { Stage, StageRun } from './stage'
 
 /** The ad call's limit, counted from the start of the request's answer (CONTRACT §7). */
 export const adLimitMs = 2_000
 
 const readAds = (answer: unknown): unknown[] | undefined => (isObject(answer) && Array.isArray(answer.ads) ? answer.ads : undefined)
 
-export const companionAdsStage: EnrichmentStage = {
+export const companionAdsStage: Stage = {
   name: 'ads',
   appliesTo: (key) => key.companionAds,
-  async start({ context, deps, model, siblings }: StageRequest): Promise<ActiveStage> {
-    const body = { ad_request: siblings.adRequest ?? null, model, key_id: context.key.id }
+  open({ context, deps, parsed, dialect }): StageRun | undefined {
+    if (!dialect.enriched) return undefined
+    const body = { ad_request: parsed.siblings.adRequest ?? null, model: parsed.model, key_id: context.key.id }
     let call: Promise<PluginResult<unknown[]>> | undefined
     let result: PluginResult<unknown[]> | undefined
     const outcome = () => (result?.error ? result.error.code : result?.value?.length ? 'fill' : 'no_fill')

@@ -10,17 +10,17 @@
  *    deadline): `jev_error` when it fails, `low_confidence` under p = 0.5, else the pick.
  *
  * The outcome is the X-Router-Decisioner header, the target tried first and, maybe, the model.
- * It is the registry's pre-routing hook (stages/registry.ts): a key's pipeline has it when the key
- * has a decisioner and the operator flag is on, and no other key pays for it.
+ * It is a stage of the registry (stages/registry.ts), deciding before routing: a key's chain has it
+ * when the key has a decisioner and the operator flag is on, and no other key pays for it.
  */
 import { canonicalId, decideModel, gatewaysListing, spellingFor, type GatewayCatalog } from '../../gateways/model-catalog'
-import type { ProviderEntry } from '../read-model/snapshot'
+import type { ProviderEntry } from '../read-model/entries'
 import type { AuthenticatedContext } from '../request/context'
 import { checkDecisionAnswer, type DecisionQuestion } from '../endpoints/decisions'
 import { costOf } from '../../gateways/model-prices'
 import { addedBytes, measurePrompt, worstCaseNano } from '../limits/worst-case'
 import type { InferenceDeps } from '../types'
-import type { PreRoutingHook } from './registry'
+import type { Stage, StageRun } from './stage'
 
 export type Objective = 'cost' | 'capability' | 'efficiency'
 
@@ -98,16 +98,24 @@ function header(parts: readonly string[]): string {
   return kept.length > 0 ? kept.join(';') : text.slice(0, maxHeaderLength)
 }
 
-/** The decisioner as the pre-routing hook of the keys that have one (RT_DECISIONER_ENABLED=1). */
-export const decisionerHook: PreRoutingHook = {
+/** The decisioner as the stage of the keys that have one (RT_DECISIONER_ENABLED=1): it decides before routing. */
+export const decisionerStage: Stage = {
   name: 'decisioner',
   appliesTo: (key, flags) => flags.decisionerEnabled && key.rule.decisioner !== null,
-  async run(context, deps, request) {
-    const decision = await decide(context, deps, request.model, request.pinned)
-    context.headers['x-router-decisioner'] = decision.header
-    context.decision = { header: decision.header, ...(decision.callMs !== undefined ? { ms: decision.callMs } : {}) }
-    context.enrichment = JSON.stringify({ decisioner: context.decision })
-    return decision.providerKeyId === undefined ? undefined : { providerKeyId: decision.providerKeyId, model: decision.model }
+  open({ context, deps, dialect }): StageRun | undefined {
+    if (!dialect.enriched) return undefined
+    let record: { header: string; ms?: number } | undefined
+    return {
+      name: 'decisioner',
+      async beforeRouting(parsed) {
+        const decision = await decide(context, deps, parsed.model, parsed.pinnedProviderKeyId !== undefined)
+        context.headers['x-router-decisioner'] = decision.header
+        record = { header: decision.header, ...(decision.callMs !== undefined ? { ms: decision.callMs } : {}) }
+        return decision.providerKeyId === undefined ? undefined : { prefer: { providerKeyId: decision.providerKeyId, model: decision.model } }
+      },
+      // The log row's record of it: its header and its call's time.
+      logRecord: () => record,
+    }
   },
 }
 
@@ -288,7 +296,7 @@ export async function decide(context: AuthenticatedContext, deps: InferenceDeps,
  */
 function spendCapCharge(context: AuthenticatedContext, decider: ProviderEntry, body: Record<string, unknown>): { settle(usage: unknown, answered: boolean): void } | 'refused' | undefined {
   const limited = context.limited
-  if (!limited?.usdCap || !limited.ticket) return undefined
+  if (!limited?.usdCap || !limited.admitted) return undefined
   const catalog = context.snapshot.catalogs.get(decider.gateway.id)
   const model = String(body.model)
   const pricing = catalog?.prices.get((catalog && spellingFor(catalog, model)) ?? model)

@@ -6,7 +6,7 @@
  */
 import { callPlugin, type PluginResult } from './plugin-call'
 import { isObject } from '../../http/read-body'
-import type { ActiveStage, EnrichmentStage, StageRequest } from './registry'
+import type { Stage, StageRun } from './stage'
 
 export const keytermLimitMs = 2_000
 /** When `link_request.max_keyterms` is absent or not an integer from 1 to 50. */
@@ -31,11 +31,12 @@ function maxKeyterms(linkRequest: unknown): number {
   return typeof asked === 'number' && Number.isInteger(asked) && asked >= 1 && asked <= 50 ? asked : defaultMaxKeyterms
 }
 
-export const keytermLinksStage: EnrichmentStage = {
+export const keytermLinksStage: Stage = {
   name: 'keyterms',
   appliesTo: (key, flags) => flags.keytermsEnabled && key.keyterms,
-  async start({ context, deps, siblings }: StageRequest): Promise<ActiveStage> {
-    const max = maxKeyterms(siblings.linkRequest)
+  open({ context, deps, parsed, dialect }): StageRun | undefined {
+    if (!dialect.enriched) return undefined
+    const max = maxKeyterms(parsed.siblings.linkRequest)
     let result: PluginResult<Keyterm[]> | undefined
     const outcome = () => (result?.error ? result.error.code : 'ok')
     return {

@@ -11,7 +11,7 @@
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { Logger } from '../../observability/logger'
-import type { McpServerEntry } from '../read-model/snapshot'
+import type { McpServerEntry } from '../read-model/entries'
 import { fetchOutboundTarget, OutboundTargetRefused, resolveOutboundTarget } from '../../net/outbound-target'
 import { timeLimit } from './time-limit'
 

@@ -4,8 +4,9 @@
  * (`mcp__<server>__<tool>`, made unique), and the calls the model makes to them are run here. A
  * server that is down offers nothing; a call that fails is an error text for the model.
  */
-import type { McpServerEntry } from '../read-model/snapshot'
-import type { ActiveStage, EnrichmentStage, OfferedTool, StageRequest, ToolCallRequest } from './registry'
+import type { McpServerEntry } from '../read-model/entries'
+import { clientToolNames } from '../../dialects/tool-rounds'
+import type { OfferedTool, Stage, StageRequest, StageRun, ToolCallRequest } from './stage'
 
 /** Function names the upstream APIs accept: letters, digits, `_` and `-`, at most 64. */
 const maxNameLength = 64
@@ -27,13 +28,17 @@ interface CallRecord {
   ok: boolean
 }
 
-export const mcpToolsStage: EnrichmentStage = {
+export const mcpToolsStage: Stage = {
   name: 'mcp',
   appliesTo: (key) => key.mcpServers.length > 0,
-  async start({ context, deps, clientToolNames, deadlineAt }: StageRequest): Promise<ActiveStage | undefined> {
+  async open({ context, deps, parsed, dialect, deadlineAt }: StageRequest): Promise<StageRun | undefined> {
+    if (!dialect.enriched) return undefined
     const servers = context.key.mcpServers
+    const started = performance.now()
     const lists = await Promise.all(servers.map((server) => deps.mcpServers.tools(server, deadlineAt - performance.now())))
-    const used = new Set(clientToolNames)
+    // Waiting on tool servers is waiting on the outside, like an upstream: not the router's overhead.
+    context.upstreamWaitMs += performance.now() - started
+    const used = new Set(clientToolNames(parsed.upstreamBody))
     const tools: OfferedTool[] = []
     const routes = new Map<string, { server: McpServerEntry; tool: string }>()
     servers.forEach((server, position) => {

@@ -7,7 +7,8 @@
  * time is that of its whole answer and would push the budget up to the ceiling on a gateway that
  * serves many of them. The samples come as counts per millisecond (one histogram per gateway).
  */
-import type { Runtime } from '../../runtime'
+import type { Repositories } from '../../storage/repositories'
+import type { JobDeps } from '../job-deps'
 
 const windowMs = 14 * 86_400_000
 const floorMs = 5000
@@ -48,24 +49,27 @@ export function nextBudget(histogram: Histogram, previous: number | undefined): 
   return Math.min(ceilingMs, Math.max(floorMs, from + Math.max(-maxStepMs, Math.min(maxStepMs, target - from))))
 }
 
-export async function learnBudgets(runtime: Runtime): Promise<Record<string, unknown>> {
-  const since = runtime.now().getTime() - windowMs
+/** What learning reads (the first-byte times of the logs) and writes (the budgets). */
+export type BudgetLearnDeps = Pick<JobDeps, 'now'> & { repositories: Pick<Repositories, 'requestLogs' | 'gatewayCatalogs'> }
+
+export async function learnBudgets(deps: BudgetLearnDeps): Promise<Record<string, unknown>> {
+  const since = deps.now().getTime() - windowMs
   const histograms = new Map<string, Histogram>()
   // One workspace at a time, through the workspace/time index: the window is read, not the table.
-  for (const workspaceId of runtime.repositories.requestLogs.workspaceIds()) {
-    for (const { gateway, ms, count } of runtime.repositories.requestLogs.firstByteHistogram(workspaceId, since)) {
+  for (const workspaceId of deps.repositories.requestLogs.workspaceIds()) {
+    for (const { gateway, ms, count } of deps.repositories.requestLogs.firstByteHistogram(workspaceId, since)) {
       let histogram = histograms.get(gateway)
       if (!histogram) histograms.set(gateway, (histogram = new Map()))
       histogram.set(ms, (histogram.get(ms) ?? 0) + count)
     }
     await Bun.sleep(0)
   }
-  const previous = new Map(runtime.repositories.gatewayCatalogs.listBudgets().map((row) => [row.gateway, row.ttfbBudgetMs]))
+  const previous = new Map(deps.repositories.gatewayCatalogs.listBudgets().map((row) => [row.gateway, row.ttfbBudgetMs]))
   const budgets: Record<string, number> = {}
   for (const [gateway, histogram] of histograms) {
     if (sampleCount(histogram) < minimumSamples) continue
     const budget = nextBudget(histogram, previous.get(gateway))
-    runtime.repositories.gatewayCatalogs.setBudget(gateway, budget, runtime.now().getTime())
+    deps.repositories.gatewayCatalogs.setBudget(gateway, budget, deps.now().getTime())
     budgets[gateway] = budget
   }
   return { budgets }

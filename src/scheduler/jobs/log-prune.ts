@@ -18,10 +18,19 @@
  * by the next days' rows. At constant traffic the file stops growing once it holds the retention
  * window.
  */
-import type { Runtime } from '../../runtime'
-import type { JobProgress } from '../jobs'
+import type { Config } from '../../config/env'
+import type { Storage } from '../../storage/client'
+import type { Repositories } from '../../storage/repositories'
+import type { JobDeps, JobProgress } from '../job-deps'
 
 const dayMs = 24 * 3_600_000
+
+/** What a prune deletes from, how long each kind is kept, and the batched writes it deletes in. */
+export type LogPruneDeps = Pick<JobDeps, 'now'> & {
+  repositories: Pick<Repositories, 'requestLogs' | 'auditEvents'>
+  config: Pick<Config, 'logRetentionDays' | 'bodyRetentionDays' | 'auditRetentionDays'>
+  storage: Pick<Storage, 'batchedWrites'>
+}
 
 export interface PruneOptions {
   /** Rows per transaction, fixed; by default the size adapts to the time a transaction takes. */
@@ -50,8 +59,8 @@ const walCheckEvery = 32
  * was allowed; returns the total. Without a fixed `batch`, the limit is halved after a transaction
  * that took over twice the target time and doubled after one that took under half of it.
  */
-async function inBatches(runtime: Runtime, step: (limit: number) => number, options: PruneOptions, onBatch: (done: number) => void): Promise<number> {
-  const writes = runtime.storage.batchedWrites(options.walLimitBytes)
+async function inBatches(deps: Pick<LogPruneDeps, 'storage'>, step: (limit: number) => number, options: PruneOptions, onBatch: (done: number) => void): Promise<number> {
+  const writes = deps.storage.batchedWrites(options.walLimitBytes)
   let limit = options.batch ?? 64
   let total = 0
   try {
@@ -75,32 +84,32 @@ async function inBatches(runtime: Runtime, step: (limit: number) => number, opti
   }
 }
 
-export async function pruneLogs(runtime: Runtime, progress: JobProgress, options: PruneOptions = {}): Promise<Record<string, unknown>> {
-  const { requestLogs, auditEvents } = runtime.repositories
-  const now = runtime.now().getTime()
-  const logsBefore = now - runtime.config.logRetentionDays * dayMs
-  const bodiesBefore = now - runtime.config.bodyRetentionDays * dayMs
-  const auditBefore = new Date(now - runtime.config.auditRetentionDays * dayMs).toISOString()
+export async function pruneLogs(deps: LogPruneDeps, progress: JobProgress, options: PruneOptions = {}): Promise<Record<string, unknown>> {
+  const { requestLogs, auditEvents } = deps.repositories
+  const now = deps.now().getTime()
+  const logsBefore = now - deps.config.logRetentionDays * dayMs
+  const bodiesBefore = now - deps.config.bodyRetentionDays * dayMs
+  const auditBefore = new Date(now - deps.config.auditRetentionDays * dayMs).toISOString()
   let done = 0
   const count = (handled: number) => progress((done += handled), done)
 
   let rows = 0
   for (const workspaceId of requestLogs.workspaceIds()) {
-    rows += await inBatches(runtime, (limit) => requestLogs.deleteBefore(workspaceId, logsBefore, limit), options, count)
+    rows += await inBatches(deps, (limit) => requestLogs.deleteBefore(workspaceId, logsBefore, limit), options, count)
   }
   const hoursBefore = Math.min(logsBefore, now - 2 * dayMs)
   let hours = 0
   for (const workspaceId of requestLogs.rolledWorkspaceIds()) {
-    hours += await inBatches(runtime, (limit) => requestLogs.deleteHoursBefore(workspaceId, hoursBefore, limit), options, count)
+    hours += await inBatches(deps, (limit) => requestLogs.deleteHoursBefore(workspaceId, hoursBefore, limit), options, count)
   }
   // After the rows: a body of a row deleted above is not cleared first.
-  const bodies = await inBatches(runtime, (limit) => requestLogs.clearBodiesBefore(bodiesBefore, limit), options, count)
-  const audit = await inBatches(runtime, (limit) => auditEvents.deleteBefore(auditBefore, limit), options, count)
+  const bodies = await inBatches(deps, (limit) => requestLogs.clearBodiesBefore(bodiesBefore, limit), options, count)
+  const audit = await inBatches(deps, (limit) => auditEvents.deleteBefore(auditBefore, limit), options, count)
   const iso = (time: number) => new Date(time).toISOString()
   return {
-    request_logs: { deleted: rows, retention_days: runtime.config.logRetentionDays, before: iso(logsBefore) },
+    request_logs: { deleted: rows, retention_days: deps.config.logRetentionDays, before: iso(logsBefore) },
     hour_rollups: { deleted: hours, before: iso(hoursBefore) },
-    request_bodies: { cleared: bodies, retention_days: runtime.config.bodyRetentionDays, before: iso(bodiesBefore) },
-    audit_events: { deleted: audit, retention_days: runtime.config.auditRetentionDays, before: auditBefore },
+    request_bodies: { cleared: bodies, retention_days: deps.config.bodyRetentionDays, before: iso(bodiesBefore) },
+    audit_events: { deleted: audit, retention_days: deps.config.auditRetentionDays, before: auditBefore },
   }
 }

@@ -1,7 +1,7 @@
 /** Crawled model catalogs and learned first-byte budgets per gateway. */
 import { eq } from 'drizzle-orm'
 import type { Db } from '../client'
-import type { ConfigChange } from './index'
+import type { ConfigChange } from './config-change'
 import { gatewayBudgets, gatewayCatalogs, gatewayModels } from '../schema'
 
 export function createGatewayCatalogRepository(db: Db, onWrite: (change?: ConfigChange) => void) {

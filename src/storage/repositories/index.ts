@@ -1,5 +1,6 @@
 /** The storage layer's write and read surface: every write goes through these repositories. */
 import { busyTimeoutMs, type Storage } from '../client'
+import type { ConfigChange } from './config-change'
 import { createWorkspaceRepository } from './workspaces'
 import { createProviderKeyRepository } from './provider-keys'
 import { createInferenceKeyRepository } from './inference-keys'
@@ -8,6 +9,9 @@ import { createGatewayCatalogRepository } from './gateway-catalogs'
 import { createBatchRepository } from './batches'
 import { createJobLeaseRepository } from './job-leases'
 import { createAuditEventRepository } from './audit-events'
+
+// Defined below the repositories that take it (config-change.ts), so none of them imports this index.
+export type { ConfigChange } from './config-change'
 
 export interface Repositories {
   workspaces: ReturnType<typeof createWorkspaceRepository>
@@ -31,13 +35,6 @@ export interface Repositories {
    */
   tryTransaction<T>(write: () => T): { value: T } | undefined
 }
-
-/**
- * What a configuration write touched, for the snapshot (storage/snapshot.ts): one row it holds, read
- * again on its own; `none`, nothing it holds (members, management keys). A write that passes none
- * (a delete that cascades, a catalog) may have touched anything.
- */
-export type ConfigChange = { table: 'keys' | 'providers' | 'workspaces'; id: string } | { table: 'none' }
 
 /** `onWrite` runs after every configuration write, so in-memory snapshots follow it. */
 export function createRepositories(storage: Storage, onWrite: (change?: ConfigChange) => void = () => {}): Repositories {

@@ -1,32 +1,15 @@
 /** Inference keys with their routing rules (targets, remaps, decisioner) and attached MCP servers. */
 import { and, asc, desc, eq, inArray, or, sql } from 'drizzle-orm'
 import type { Db } from '../client'
-import type { ConfigChange } from './index'
+import type { ConfigChange } from './config-change'
 import { inferenceKeys, keyMcpServers, modelRemaps, routingTargets } from '../schema'
+import type { StoredRemap, StoredRule, StoredTarget } from '../../domain/routing-rule'
 
 export type InferenceKeyRow = typeof inferenceKeys.$inferSelect
 export type KeyMcpServerRow = typeof keyMcpServers.$inferSelect
 
-export interface StoredTarget {
-  providerKeyId: string
-  weight: number | null
-  ttfbMs: number | null
-}
-
-export interface StoredRemap {
-  match: string
-  percent: number
-  providerKeyId: string
-  upstreamModel: string
-  enabled: boolean
-}
-
-export interface StoredRule {
-  strategy: 'priority' | 'split'
-  targets: StoredTarget[]
-  remaps: StoredRemap[]
-  decisioner: Record<string, unknown> | null
-}
+// The rule's shape is plain data on the floor (domain/routing-rule.ts): management, the read model and the planner share it.
+export type { StoredRemap, StoredRule, StoredTarget } from '../../domain/routing-rule'
 
 export interface KeyWithRule {
   key: InferenceKeyRow

@@ -1,7 +1,7 @@
 /** Provider keys and the platform-wide gateway switches. */
 import { and, asc, eq, inArray, isNull, sql } from 'drizzle-orm'
 import type { Db } from '../client'
-import type { ConfigChange } from './index'
+import type { ConfigChange } from './config-change'
 import { gatewaySettings, inferenceKeys, providerKeys } from '../schema'
 
 export type ProviderKeyRow = typeof providerKeys.$inferSelect

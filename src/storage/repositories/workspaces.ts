@@ -1,7 +1,7 @@
 /** Workspaces, members and management keys. */
 import { and, count, eq, sql } from 'drizzle-orm'
 import type { Db } from '../client'
-import type { ConfigChange } from './index'
+import type { ConfigChange } from './config-change'
 import { managementKeys, members, workspaces } from '../schema'
 
 export type WorkspaceRow = typeof workspaces.$inferSelect

@@ -89,7 +89,7 @@ function rollupTable(name: string, startColumn: string) {
 
 /**
  * Request-log roll-ups by hour, kept up to date in the transaction that writes the rows
- * (storage/repositories/request-logs.ts). Usage queries read these buckets, not the rows: their cost
+ * (storage/repositories/request-logs/rollups.ts). Usage queries read these buckets, not the rows: their cost
  * follows the time asked for, not the traffic.
  */
 export const usageRollups = rollupTable('usage_rollups', 'hour')

@@ -1,294 +1,70 @@
 /**
- * The one answer path of every routed inference endpoint (/chat/completions, /embeddings,
- * /responses and its retrieval, /messages, :generateContent, /decisions). A client dialect is one
- * object (ClientDialect) and one handler runs it: parse → the key's pre-routing hooks → its
- * enrichment stages → the routed call → the answer, which is finished in pipeline/answer/finish.ts.
- *
- * What applies is the key's compiled pipeline (stages/registry.ts), decided when its read-model
- * entry was built:
- * - nothing (a plain key), and the upstream answered in the client's own kind: the bytes pass
- *   through (a buffered answer as it came, a stream record by record once checked), or the
- *   dialect's own pass-through where it must rewrite something (Responses ids);
- * - otherwise decode → stages → encode over the stream-parts vocabulary, buffered or streamed
- *   alike. A reply in another dialect (a messages client on a chat gateway, a chat client on the
- *   responses-only gateway kind) is decoded and encoded once.
- *
- * Stages: a tool-offering stage (MCP tools) makes the answer a loop of model rounds: when a round's
- * tool calls are all the stages' own, they are run, the round is appended and the model is called
- * again (at most 8 rounds, each a routed call that can fail over). The client sees one answer: the
- * prose of every round in order, streamed as it comes, no server-run tool calls, usage summed.
- * Attaching stages (companion ads, keyterm links) add their fields to a successful answer: beside a
- * buffered answer, on the last event of a stream (held until they are in, within their limits).
- *
- * An upstream error, a failed run and a reply the translator cannot map are answered here too, in
- * the key's envelope.
+ * The answer that is not passed through as the upstream gave it: a reply in another dialect (decoded
+ * and written once for the client), and the answer the key's stages shape. The tool loop: a
+ * tool-offering stage (MCP tools) makes the answer a loop of model rounds: when a round's tool calls
+ * are all the stages' own, they are run, the round is appended and the model is called again (at most
+ * 8 rounds, each a routed call that can fail over). The client sees one answer: the prose of every
+ * round in order, streamed as it comes, no server-run tool calls, usage summed. Attaching stages
+ * (companion ads, keyterm links) add their fields to a successful answer: beside a buffered answer,
+ * on the last event of a stream (held until they are in, within their limits). Transforming stages
+ * rewrite the buffered answer, or the stream part by part, before it is encoded.
  */
 import { RouterError } from '../../errors/router-error'
-import { upstreamErrorBody } from '../../errors/render'
 import { readChatCompletion } from '../../dialects/chat/convert-response'
 import { decodeChatStream } from '../../dialects/chat/decode-stream'
 import { readResponseObject } from '../../dialects/responses/convert-response'
 import { decodeResponsesStream } from '../../dialects/responses/decode-stream'
 import { UntranslatableReply, type AssistantResult } from '../../dialects/assistant-result'
 import { breakSafe, UpstreamEnding, type StreamPart, type Usage } from '../../dialects/stream-parts'
-import type { ReplyKind } from '../../dialects/reply-shape'
-import { clientToolNames, extendChatBody, extendResponsesBody, type FinishedRound } from '../../dialects/tool-rounds'
+import { extendChatBody, extendResponsesBody, type FinishedRound } from '../../dialects/tool-rounds'
 import { scrubSecret } from '../../gateways/scrub-secret'
 import { upstreamMessage } from '../routing/classify-failure'
 import type { AuthenticatedContext } from '../request/context'
-import { failWith, finishAnswer, finishFailedRun, finishJson, finishStream, recordServingAttempt, type StreamEnded } from './finish'
-import type { Operation, PlannedAttempt } from '../routing/plan-route'
-import { noteResponseModel, noteResponseModelIn, readUsage, readUsageFromBody, relayChatStream } from './respond'
+import type { PlannedAttempt } from '../routing/plan-route'
 import { runRoutedCall, type RoutedCallInput, type UpstreamCall } from '../routing/routed-call'
 import type { RunResult } from '../routing/run-attempts'
-import { startStages, type ActiveStage, type EnrichmentStage, type OfferedTool, type RoutePreference, type StageSiblings, type ToolCallRequest } from '../stages/registry'
-import type { EndpointHandler, InferenceDeps, InferenceRoute } from '../types'
-import { admitLimited } from '../limits/admission'
-
-export type SuccessResult = Extract<RunResult, { kind: 'success' }>
-export type RelayResult = Extract<RunResult, { kind: 'relay' }>
-
-/** A client's request as its dialect read it. */
-export interface ParsedRequest {
-  model: string
-  stream: boolean
-  operation: Operation
-  /**
-   * The body as it goes upstream before per-attempt changes (chat form, or Responses form on
-   * /responses); its `tools` are the client's own.
-   */
-  upstreamBody: Record<string, unknown>
-  /** A pinned Responses chain: only this provider key, no remaps. */
-  pinnedProviderKeyId?: string
-  /** The one step to run, instead of a plan (a call pinned to the provider key that holds a response: retrieval). */
-  pinnedStep?: PlannedAttempt
-  /** `ad_request` and `link_request`, taken out of the body for the stages. */
-  siblings: StageSiblings
-}
-
-/** A set of tool names (the tools the service offered). */
-export interface ToolNames {
-  has(name: string): boolean
-}
-
-/** The attempt that serves an answer (the first round's, on a stream), for what the reply says of its origin. */
-export interface Served {
-  step: PlannedAttempt
-  replyKind: ReplyKind
-}
-
-/** Fields the stages attach to a stream's last event, fetched once its text is known. */
-export type Attach = (text: string) => Promise<Record<string, unknown> | undefined>
-
-/** What the key's stages make of an answer that is otherwise passed through as the upstream gave it. */
-export interface PassedStages {
-  /** Tools the service offered (MCP): never echoed back to the client. */
-  hiddenTools?: ToolNames
-  /** Fields attached beside a buffered answer (top-level siblings of the answer object). */
-  extras?: Record<string, unknown>
-  /** A stream's attached fields, fetched for its last event. */
-  attach?: Attach
-}
-
-/** A client dialect: everything that differs between the endpoints of the answer path, and nothing else. */
-export interface ClientDialect<P extends ParsedRequest = ParsedRequest> {
-  readonly name: string
-  /**
-   * The kind of upstream reply the client speaks (chat completions, embeddings lists, decisions,
-   * Responses): such a reply, unchanged by any stage, is passed through. Undefined: always translated.
-   */
-  readonly replyKind: ReplyKind | undefined
-  /** The pass-through sends the upstream's bytes unparsed (a buffered reply is only scanned). */
-  readonly relaysBytes: boolean
-  /** The key's pre-routing hooks and enrichment stages act on this endpoint's answers. */
-  readonly enriched: boolean
-  /** Reads and checks the client's body (errors are RouterErrors); sets the context's model, stream and logged body. */
-  parse(context: AuthenticatedContext, request: Request, route: InferenceRoute, deps: InferenceDeps): Promise<P>
-  /** One attempt's upstream call (its model spelling is `step.model`). */
-  toUpstream(step: PlannedAttempt, parsed: P): UpstreamCall
-  /** A further check of a parsed buffered reply: a problem fails the attempt over (decisions). */
-  accept?(value: unknown, parsed: P): string | undefined
-  /** Every upstream error is relayed as it came, none failed over (retrieval, pinned to one provider key). */
-  readonly relaysErrors?: boolean
-  /** An upstream error that is not retried, answered in the dialect's envelope (default: relayed as it came). */
-  errorEnvelope?(context: AuthenticatedContext, deps: InferenceDeps, result: RelayResult, parsed: P): Response
-  /** The dialect's own pass-through of a reply in its kind (default: relayReply, the bytes as they came). */
-  passThrough?(context: AuthenticatedContext, deps: InferenceDeps, result: SuccessResult, parsed: P, stages?: PassedStages): Response | Promise<Response>
-  /**
-   * The pass-through can place the stages' attached fields on the last event of the upstream's own
-   * stream (a Responses stream's terminal event can hold them; a relayed chat stream has no place to
-   * hold its last chunk, so such a stream is decoded and encoded instead).
-   */
-  readonly attachesToStream: boolean
-  /** Called with the attempt that answers, before anything of the answer is written (headers that name it). */
-  served?(context: AuthenticatedContext, served: Served): void
-  /** The buffered reply in the dialect (may throw UntranslatableReply); required unless every reply passes through. */
-  writeReply?(context: AuthenticatedContext, deps: InferenceDeps, reply: AssistantResult, parsed: P, served: Served): unknown
-  /** Stream parts → the dialect's SSE; required unless every reply passes through. */
-  encodeStream?(context: AuthenticatedContext, deps: InferenceDeps, parsed: P, served: Served): TransformStream<StreamPart, Uint8Array>
-}
+import type { ChainRun } from '../stages/chain'
+import type { OfferedTool, StageRun, ToolCallRequest } from '../stages/stage'
+import type { InferenceDeps } from '../types'
+import type { ClientDialect, ParsedRequest, Served, SuccessResult, ToolNames } from './dialect'
+import { failWith, finishFailedRun, finishJson, finishStream, recordServingAttempt, type StreamEnded } from './finish'
+import { relayReply, relayUpstreamError } from './relay'
+import { noteResponseModel } from './respond'
 
 /** The most model calls one answer makes (CONTRACT §7). */
 export const maxModelRounds = 8
 /** Between the prose of two rounds. */
 const roundSeparator = '\n\n'
 
-/** The one handler of every endpoint of the answer path, for a dialect. */
-export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P>): EndpointHandler {
-  return async (context, request, route, deps) => {
-    const parsed = await dialect.parse(context, request, route, deps)
-    context.mark('body')
-    // A key with limits is admitted before any upstream call; a key without any never looks further.
-    const limits = context.key.limits
-    if (limits) {
-      let refusal = admitLimited(context, deps, limits, parsed)
-      if (refusal instanceof Promise) refusal = await refusal
-      if (refusal) return failWith(context, deps, refusal)
-    }
-    const pipeline = context.key.pipeline
-    let preference: RoutePreference | undefined
-    let enrichment: Enrichment | undefined
-    // A plain key's request skips all of it: its pipeline was compiled empty.
-    if (dialect.enriched && !pipeline.plain) {
-      for (const hook of pipeline.hooks) preference = (await hook.run(context, deps, { model: parsed.model, pinned: parsed.pinnedProviderKeyId !== undefined })) ?? preference
-      if (pipeline.stages.length > 0) enrichment = await Enrichment.start(context, deps, parsed, pipeline.stages, request.signal)
-      // The stages' tools make the first round's prompt longer than admission priced: reserved before it is sent.
-      if (enrichment && context.limited) {
-        const grown = enrichment
-        const refusal = context.limited.reserveRound(context.snapshot, (step) => grown.bodyFor(dialect.toUpstream(step, parsed)).body, true)
-        if (refusal) return failWith(context, deps, refusal)
-      }
-    }
-    const input: RoutedCallInput = {
-      operation: parsed.operation,
-      requestFor: enrichment ? (step) => enrichment.extend(dialect.toUpstream(step, parsed)) : (step) => dialect.toUpstream(step, parsed),
-      model: parsed.model,
-      preference,
-      stream: parsed.stream,
-      incomingHeaders: request.headers,
-      clientSignal: request.signal,
-      pinnedProviderKeyId: parsed.pinnedProviderKeyId,
-      steps: parsed.pinnedStep ? [parsed.pinnedStep] : undefined,
-      relayKind: enrichment === undefined && dialect.relaysBytes ? dialect.replyKind : undefined,
-      relaysErrors: dialect.relaysErrors,
-      accept: dialect.accept ? (value) => dialect.accept!(value, parsed) : undefined,
-    }
-    const result = await runRoutedCall(context, deps, input)
-    if (result.kind === 'failed') return finishFailedRun(context, deps, result)
-    if (result.kind === 'relay') return dialect.errorEnvelope ? dialect.errorEnvelope(context, deps, result, parsed) : relayUpstreamError(context, deps, result)
-    if (result.replyKind === dialect.replyKind) {
-      // The upstream answered in the client's own kind: passed through unless a stage must change it.
-      const passThrough = dialect.passThrough ?? relayReply
-      if (!enrichment) return passThrough(context, deps, result, parsed)
-      // Only fields to attach: the stream can stay the gateway's own where the dialect places them on it.
-      if (result.stream && !enrichment.offersTools && dialect.attachesToStream) return passThrough(context, deps, result, parsed, { attach: (text) => enrichment.attach(text) })
-    }
-    const answering: Answering<P> = { context, deps, dialect, parsed, enrichment, input }
-    return result.stream ? streamedAnswer(answering, result) : bufferedAnswer(answering, result)
-  }
-}
-
-/** A gateway's error relayed as it came (body and headers are the scrubbed copies run-attempts made). */
-export function relayUpstreamError(context: AuthenticatedContext, deps: InferenceDeps, result: RelayResult): Response {
-  recordServingAttempt(context, result)
-  return finishAnswer(context, deps, result.status, result.body, result.headers.get('content-type') ?? 'application/json', `upstream_${result.status}`)
-}
-
-/** An upstream error re-enveloped in a translating dialect's envelope (the gateway's message kept). */
-export function reenvelopedError(context: AuthenticatedContext, deps: InferenceDeps, result: RelayResult): Response {
-  recordServingAttempt(context, result)
-  const message = upstreamMessage(result.body) ?? `The gateway answered HTTP ${result.status}.`
-  return finishJson(context, deps, result.status, upstreamErrorBody(context.envelope, result.status, message), `upstream_${result.status}`)
-}
-
 /**
- * The default pass-through: the upstream's own answer to the client. A buffered answer's checked bytes
- * (or, with fields to attach, its parsed object written again with them beside it); a stream piped
- * record by record once each is whole and checked.
+ * The tool loop of one answer, and what the key's stages do to it: the tools they offer (a round
+ * whose tool calls are all theirs is run and followed by the next model round, at most 8), the
+ * fields they attach, and what the log row records of them (stages/chain.ts holds the stages).
  */
-export function relayReply(context: AuthenticatedContext, deps: InferenceDeps, result: SuccessResult, parsed?: ParsedRequest, stages?: PassedStages): Response {
-  const extras = stages?.extras
-  recordServingAttempt(context, result)
-  const upstream = result.response
-  // Success answers carry our own content type: the body was checked to be JSON or an event stream.
-  if (extras && !result.stream && result.value !== undefined) {
-    readUsage((result.value as { usage?: unknown }).usage, context)
-    noteResponseModel(context, (result.value as { model?: unknown }).model)
-    return finishJson(context, deps, upstream.status, { ...(result.value as object), ...extras })
-  }
-  if (!result.stream) {
-    const body = result.body ?? new ArrayBuffer(0)
-    if (result.value === undefined) {
-      readUsageFromBody(body, context)
-      noteResponseModelIn(context, body)
-    } else {
-      readUsage((result.value as { usage?: unknown }).usage, context)
-      noteResponseModel(context, (result.value as { model?: unknown }).model)
-    }
-    return finishAnswer(context, deps, upstream.status, body, 'application/json')
-  }
-  const started = result.stream
-  noteResponseModelIn(context, started.checkedHead)
-  // A chat stream of `n` choices is whole when each gave its finish reason.
-  const choices = parsed?.upstreamBody.n
-  return finishStream(context, deps, upstream.status, (ended) =>
-    relayChatStream(
-      started,
-      result.controller,
-      (end) => {
-        // Usage for what was served, from the same records the relay checked.
-        readUsage(started.records.usage, context)
-        if (end.clientClosed) ended(499, 'client_closed')
-        else ended(upstream.status, end.complete ? undefined : 'stream_aborted')
-      },
-      context.limited?.hidesUsage,
-      typeof choices === 'number' && Number.isInteger(choices) && choices > 1 ? choices : 1,
-    ),
-  )
-}
-
-/**
- * The active stages of one answer: the tools they offer, the tool loop's rounds so far and its next
- * model call, the fields they attach, and what the log row records of them.
- */
-class Enrichment {
+export class ToolLoop {
   round = 1
   private readonly finished: FinishedRound[] = []
   private readonly tools: OfferedTool[] = []
-  private readonly owners = new Map<string, ActiveStage>()
+  private readonly owners = new Map<string, StageRun>()
   /** Aborts tool calls and later rounds' model calls when the client goes away mid-answer (a stream's cancel). */
   readonly hangUp = new AbortController()
   /** `hangUp`, or the client's own signal: what tool calls and later rounds listen to. */
   private signal: AbortSignal | undefined
+  private begun = false
 
-  private constructor(
+  constructor(
     private readonly context: AuthenticatedContext,
     private readonly deps: InferenceDeps,
-    private readonly stages: readonly ActiveStage[],
+    private readonly chain: ChainRun,
     private readonly deadlineAt: number,
     /** The client's own signal, for the stages' work beside the model call. */
     private readonly clientSignal: AbortSignal | undefined,
   ) {
-    for (const stage of stages) {
-      for (const tool of stage.tools ?? []) {
-        this.tools.push(tool)
-        this.owners.set(tool.name, stage)
-      }
+    for (const { run, tool } of chain.toolOwners()) {
+      this.tools.push(tool)
+      this.owners.set(tool.name, run)
     }
-    this.record()
   }
-
-  static async start(context: AuthenticatedContext, deps: InferenceDeps, parsed: ParsedRequest, applicable: readonly EnrichmentStage[], clientSignal: AbortSignal | undefined): Promise<Enrichment | undefined> {
-    const deadlineAt = context.startedAt + deps.config.deadlineMs
-    const started = performance.now()
-    const active = await startStages(applicable, { context, deps, model: parsed.model, siblings: parsed.siblings, clientToolNames: clientToolNames(parsed.upstreamBody), deadlineAt })
-    // Waiting on tool servers is waiting on the outside, like an upstream: not the router's overhead.
-    context.upstreamWaitMs += performance.now() - started
-    if (!active) return undefined
-    return new Enrichment(context, deps, active, deadlineAt, clientSignal)
-  }
-
-  private begun = false
 
   /** The names of the tools the loop offered: never echoed back to the client. */
   get offeredNames(): ToolNames {
@@ -300,13 +76,11 @@ class Enrichment {
    * stage keeps its own limit. Also brings the log record up to date.
    */
   async attach(text: string): Promise<Record<string, unknown> | undefined> {
-    let fields: Record<string, unknown> | undefined
     const started = performance.now()
-    const attached = await Promise.all(this.stages.map((stage) => stage.attach?.(text)))
+    const fields = await this.chain.attach(text)
     // Waiting on the plug-in services is waiting on the outside: not the router's overhead.
     this.context.upstreamWaitMs += performance.now() - started
-    for (const added of attached) if (added) fields = Object.assign(fields ?? {}, added)
-    this.record()
+    this.chain.record(this.round)
     return fields
   }
 
@@ -322,8 +96,7 @@ class Enrichment {
   extend(call: UpstreamCall): UpstreamCall {
     if (!this.begun) {
       this.begun = true
-      const hangUp = this.listen(this.clientSignal)
-      for (const stage of this.stages) stage.begin?.(hangUp)
+      this.chain.begin(this.listen(this.clientSignal))
     }
     return this.bodyFor(call)
   }
@@ -362,9 +135,9 @@ class Enrichment {
 
   /**
    * Runs a round's calls in parallel, appends the round, and makes the next model call (a routed call
-   * of its own). `finished`: the round that made the calls, with the usage it reported; each round's
-   * cost is priced at the target that served it. On a key with a USD cap the next round is reserved
-   * before it is sent: one that does not fit is not sent, and the loop ends with the refusal.
+   * of its own, through the chain). `finished`: the round that made the calls, with the usage it
+   * reported; each round's cost is priced at the target that served it. A stage may refuse the next
+   * round before it is sent (a spend cap's reservation): the loop ends there with the refusal.
    */
   async nextRound(text: string, calls: readonly ToolCallRequest[], input: RoutedCallInput, finished: { step: PlannedAttempt; usage: Usage | undefined }): Promise<RunResult> {
     const rounds = (this.context.rounds ??= [])
@@ -376,10 +149,10 @@ class Enrichment {
     this.context.upstreamWaitMs += performance.now() - started
     this.finished.push({ text, calls: calls.map((call, index) => ({ id: call.id, name: call.name, arguments: call.arguments, result: results[index]! })) })
     this.round++
-    this.record()
-    const refusal = this.context.limited?.reserveRound(this.context.snapshot, (step) => this.bodyFor(input.requestFor(step)).body, false)
+    this.chain.record(this.round)
+    const refusal = this.chain.beforeRound(this.context.snapshot, (step) => this.bodyFor(input.requestFor(step)).body, false)
     if (refusal) return { kind: 'failed', error: refusal, clientClosed: false, failures: [], attempts: 0, path: [] }
-    const next = await runRoutedCall(this.context, this.deps, { ...input, clientSignal: signal })
+    const next = await this.chain.call({ ...input, clientSignal: signal }, (wrapped) => runRoutedCall(this.context, this.deps, wrapped))
     if (next.kind === 'success') rounds.push({ step: next.step, usage: undefined })
     return next
   }
@@ -388,13 +161,6 @@ class Enrichment {
   roundUsage(usage: Usage | undefined) {
     const rounds = this.context.rounds
     if (rounds && rounds.length > 0) rounds[rounds.length - 1]!.usage = usage
-  }
-
-  /** The log row's record of the stages, current after every round. */
-  private record() {
-    const log: Record<string, unknown> = this.context.decision ? { decisioner: this.context.decision } : {}
-    for (const stage of this.stages) log[stage.name] = stage.logRecord(this.round)
-    this.context.enrichment = JSON.stringify(log)
   }
 }
 
@@ -445,17 +211,25 @@ function untranslatable(context: AuthenticatedContext, deps: InferenceDeps, resu
 }
 
 /** One request's answer in the making: what both answer forms work with. */
-interface Answering<P extends ParsedRequest> {
+export interface Answering<P extends ParsedRequest> {
   context: AuthenticatedContext
   deps: InferenceDeps
   dialect: ClientDialect<P>
   parsed: P
-  enrichment: Enrichment | undefined
+  /** The tool loop, where the stages shape the answer. */
+  loop: ToolLoop | undefined
+  /** The key's chain opened for the request (none on a plain key). */
+  chain: ChainRun | undefined
   /** The routed call's input, for a tool loop's later rounds. */
   input: RoutedCallInput
 }
 
-async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect, parsed, enrichment, input }: Answering<P>, first: SuccessResult): Promise<Response> {
+/** The answer the stages may shape, or a reply in another dialect: decoded, and written once for the client. */
+export function answerWith<P extends ParsedRequest>(answering: Answering<P>, first: SuccessResult): Response | Promise<Response> {
+  return first.stream ? streamedAnswer(answering, first) : bufferedAnswer(answering, first)
+}
+
+async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect, parsed, loop, chain, input }: Answering<P>, first: SuccessResult): Promise<Response> {
   let result = first
   let before: AssistantResult | undefined
   for (;;) {
@@ -471,18 +245,19 @@ async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect,
     noteResponseModel(context, reply.model)
     // The rounds' usage so far is what the log keeps even if a later round fails: it was billed.
     setTokens(context, addUsage(addUsage(undefined, before?.usage), reply.usage))
-    enrichment?.roundUsage(reply.usage)
-    if (enrichment?.runsCalls(reply.toolCalls)) {
+    loop?.roundUsage(reply.usage)
+    if (loop?.runsCalls(reply.toolCalls)) {
       const round = { ...reply, toolCalls: [] }
       before = before ? mergeRounds(before, round) : round
-      const next = await enrichment.nextRound(reply.text, reply.toolCalls, input, { step: result.step, usage: reply.usage })
+      const next = await loop.nextRound(reply.text, reply.toolCalls, input, { step: result.step, usage: reply.usage })
       if (next.kind === 'failed') return finishFailedRun(context, deps, next)
       if (next.kind === 'relay') return dialect.errorEnvelope ? dialect.errorEnvelope(context, deps, next, parsed) : relayUpstreamError(context, deps, next)
       result = next
       continue
     }
-    if (enrichment?.strayCalls(reply.toolCalls)) reply = { ...reply, toolCalls: [], finishReason: reply.finishReason === 'tool_calls' ? 'stop' : reply.finishReason }
-    const answer = before ? mergeRounds(before, reply) : reply
+    if (loop?.strayCalls(reply.toolCalls)) reply = { ...reply, toolCalls: [], finishReason: reply.finishReason === 'tool_calls' ? 'stop' : reply.finishReason }
+    const merged = before ? mergeRounds(before, reply) : reply
+    const answer = chain ? chain.transformReply(merged) : merged
     // The answer is written before anything is attached to it: a reply that cannot be written fails
     // without a plug-in call.
     let body: unknown
@@ -491,11 +266,14 @@ async function bufferedAnswer<P extends ParsedRequest>({ context, deps, dialect,
     } catch (error) {
       return untranslatable(context, deps, result, error)
     }
-    const extras = enrichment ? await enrichment.attach(answer.text) : undefined
+    const extras = loop ? await loop.attach(answer.text) : undefined
     // A first round that called no server tool is the upstream's answer as it came: passed through
     // where the client speaks the upstream's dialect (what a translation would lose, kept), with the
-    // attached fields beside it. (The last round's stray calls come after earlier rounds: never here.)
-    if (!before && enrichment && result.replyKind === dialect.replyKind) return (dialect.passThrough ?? relayReply)(context, deps, result, parsed, { hiddenTools: enrichment.offeredNames, extras })
+    // attached fields beside it; not where a stage transformed it. (The last round's stray calls come
+    // after earlier rounds: never here.)
+    if (!before && loop && result.replyKind === dialect.replyKind && !chain?.transformsAnswer) {
+      return (dialect.passThrough ?? relayReply)(context, deps, result, parsed, { hiddenTools: loop.offeredNames, extras })
+    }
     // Attached fields are top-level siblings of the answer object (CONTRACT §7).
     if (extras && typeof body === 'object' && body !== null) body = { ...body, ...extras }
     return finishJson(context, deps, 200, body)
@@ -534,19 +312,21 @@ function tapParts(context: AuthenticatedContext, end: StreamEnded): TransformStr
   })
 }
 
-function streamedAnswer<P extends ParsedRequest>({ context, deps, dialect, parsed, enrichment, input }: Answering<P>, first: SuccessResult): Response {
+function streamedAnswer<P extends ParsedRequest>({ context, deps, dialect, parsed, loop, chain, input }: Answering<P>, first: SuccessResult): Response {
   recordServingAttempt(context, first)
   const served = { step: first.step, replyKind: first.replyKind }
   dialect.served?.(context, served)
   if (!dialect.encodeStream) throw new Error(`The ${dialect.name} dialect has no stream encoder for a ${first.replyKind} reply.`)
   const encode = dialect.encodeStream(context, deps, parsed, served)
   return finishStream(context, deps, 200, (end) => {
-    const parts = enrichment
-      ? enrichedParts(context, deps, first, enrichment, input, end)
+    let parts = loop
+      ? enrichedParts(context, deps, first, loop, input, end)
       : roundParts(first, () => {
           first.controller.abort('client-closed')
           end(499, 'client_closed')
         })
+    // The stages that transform the answer part by part, before it is watched and encoded.
+    if (chain?.transformsAnswer) parts = chain.transformParts(parts)
     return parts.pipeThrough(tapParts(context, end)).pipeThrough(encode)
   })
 }
@@ -570,7 +350,7 @@ function roundFailure(result: Exclude<RunResult, { kind: 'success' }>): StreamPa
  * `start`, one `finish` with the usage of every round and the attached fields (the finish waits for
  * them). A failure inside ends the stream with an `error` part, never a broken pipe.
  */
-function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first: SuccessResult, loop: Enrichment, input: RoutedCallInput, end: StreamEnded): ReadableStream<StreamPart> {
+function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first: SuccessResult, loop: ToolLoop, input: RoutedCallInput, end: StreamEnded): ReadableStream<StreamPart> {
   let current = first
   let reader = roundParts(current, undefined).getReader()
   let cancelled = false
@@ -682,3 +462,4 @@ function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first
     },
   })
 }
+

@@ -1,47 +1,13 @@
-/** Request-log rows: batched inserts from the log queue, and the usage aggregates read from them. */
+/**
+ * The request log's reads: the usage answers (summary, series, tokens, breakdown) from the roll-ups
+ * and the rows of a window's first, partial hour; the request explorer's rows; what counts against
+ * keys' limits; the first-byte histogram the budget learning reads.
+ */
 import { and, count, eq, gte, inArray, isNotNull, lt, ne, sql, type SQL } from 'drizzle-orm'
 import type { SQLiteColumn } from 'drizzle-orm/sqlite-core'
-import type { Db } from '../client'
-import { requestLogs, usageDailyRollups, usageRollups } from '../schema'
-
-export type RequestLogRow = typeof requestLogs.$inferInsert
-
-export interface UsageFilter {
-  workspaceId: string
-  sinceMs: number
-  keyIds?: string[]
-}
-
-/**
- * A key's usage as the database shows it: [second, requests, tokens] since a time, and [UTC day
- * start, its recorded cost in whole nano-dollars (storage/money.ts)].
- */
-export interface KeyWindows {
-  seconds: [second: number, requests: number, tokens: number][]
-  days: [dayMs: number, nanoUsd: number][]
-}
-
-/** The request explorer's filter: a workspace's rows since a time, newest first. */
-export interface RecentFilter {
-  workspaceId: string
-  sinceMs: number
-  keyId?: string
-  /** `ok`: below 400; `error`: 400 and above (what the usage summary counts as errors); a number: that status. */
-  status?: 'ok' | 'error' | number
-  model?: string
-  limit: number
-}
-
-const hourMs = 3_600_000
-const dayMs = 24 * hourMs
-
-/** One roll-up row's sums for a batch, before it is added to the stored row. */
-type RollupSums = typeof usageRollups.$inferSelect
-
-/** The hour and the day roll-ups: one table type (schema `rollupTable`), so one query serves both. */
-type RollupTable = typeof usageRollups
-
-const sumNames = ['requests', 'errors', 'latencySum', 'latencyCount', 'overheadSum', 'overheadCount', 'inputTokens', 'outputTokens', 'costNanoUsd', 'unpriced'] as const
+import type { Db } from '../../client'
+import { requestLogs, usageDailyRollups, usageRollups } from '../../schema'
+import { dayMs, hourMs, type KeyWindows, type RecentFilter, type RollupTable, type UsageFilter } from './types'
 
 /** A part of a usage window answered from one roll-up table. */
 interface RolledPart {
@@ -49,154 +15,8 @@ interface RolledPart {
   where: SQL
 }
 
-export function createRequestLogRepository(db: Db) {
-  // The log flush is the one write on the request path's timer. Rows go in as multi-row INSERTs of
-  // `rowsPerStatement` rows (one statement step per group instead of per row), the rest one by one;
-  // both are prepared once. The query builder would cost tens of microseconds a row.
-  const columns = `id, workspace_id, key_id, created_at, endpoint, gateway, provider_key_id, model, upstream_model,
-      status, error_code, stream, latency_ms, overhead_ms, ttfb_ms, attempts, attempt_path, stage_timings, input_tokens,
-      output_tokens, cost_nano_usd, client_ip, request_body, enrichment`
-  const columnCount = 24
-  const rowsPerStatement = 32
-  const placeholders = `(${new Array(columnCount).fill('?').join(', ')})`
-  const insertOne = db.$client.prepare(`insert into request_logs (${columns}) values ${placeholders}`)
-  const insertGroup = db.$client.prepare(`insert into request_logs (${columns}) values ${new Array(rowsPerStatement).fill(placeholders).join(', ')}`)
-  // A replayed row (from the request journal after a crash that came between the commit and the
-  // journal's release) may be there already: found through the workspace/time index, then its id.
-  const insertIfAbsent = db.$client.prepare(
-    `insert into request_logs (${columns}) select ${placeholders.slice(1, -1)} where not exists (select 1 from request_logs where workspace_id = ? and created_at = ? and id = ?)`,
-  )
-  // The roll-ups (schema usage_rollups, usage_daily_rollups): each batch's rows summed per hour, key,
-  // model and gateway in memory, those sums per day, then one upsert per group, in the batch's own
-  // transaction.
-  const upsertInto = (table: string, start: string) =>
-    db.$client.prepare(
-      `insert into ${table} (workspace_id, ${start}, key_id, model, gateway, requests, errors, latency_sum, latency_count, overhead_sum, overhead_count, input_tokens, output_tokens, cost_nano_usd, unpriced)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       on conflict (workspace_id, ${start}, key_id, model, gateway) do update set
-         requests = requests + excluded.requests, errors = errors + excluded.errors,
-         latency_sum = latency_sum + excluded.latency_sum, latency_count = latency_count + excluded.latency_count,
-         overhead_sum = overhead_sum + excluded.overhead_sum, overhead_count = overhead_count + excluded.overhead_count,
-         input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens,
-         cost_nano_usd = cost_nano_usd + excluded.cost_nano_usd, unpriced = unpriced + excluded.unpriced`,
-    )
-  const upsertHour = upsertInto('usage_rollups', 'hour')
-  const upsertDay = upsertInto('usage_daily_rollups', 'day')
-  const upsert = (statement: typeof upsertHour, sums: RollupSums) =>
-    statement.run(sums.workspaceId, sums.start, sums.keyId, sums.model, sums.gateway, sums.requests, sums.errors, sums.latencySum, sums.latencyCount, sums.overheadSum, sums.overheadCount, sums.inputTokens, sums.outputTokens, sums.costNanoUsd, sums.unpriced)
-  const rollUp = (rows: Iterable<RequestLogRow>) => {
-    const groups = new Map<string, RollupSums>()
-    for (const row of rows) {
-      const hour = row.createdAt - (row.createdAt % hourMs)
-      const keyId = row.keyId ?? ''
-      const model = row.model ?? ''
-      const gateway = row.gateway ?? ''
-      const id = `${row.workspaceId}\u0000${hour}\u0000${keyId}\u0000${model}\u0000${gateway}`
-      let sums = groups.get(id)
-      if (!sums) {
-        sums = { workspaceId: row.workspaceId, start: hour, keyId, model, gateway, requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, inputTokens: 0, outputTokens: 0, costNanoUsd: 0, unpriced: 0 }
-        groups.set(id, sums)
-      }
-      sums.requests++
-      if (row.status >= 400) sums.errors++
-      sums.latencySum += row.latencyMs
-      sums.latencyCount++
-      if (row.overheadMs !== null && row.overheadMs !== undefined) {
-        sums.overheadSum += row.overheadMs
-        sums.overheadCount++
-      }
-      sums.inputTokens += row.inputTokens ?? 0
-      sums.outputTokens += row.outputTokens ?? 0
-      if (row.costNanoUsd === null || row.costNanoUsd === undefined) sums.unpriced++
-      else sums.costNanoUsd += row.costNanoUsd
-    }
-    const days = new Map<string, RollupSums>()
-    for (const sums of groups.values()) {
-      upsert(upsertHour, sums)
-      const day = sums.start - (sums.start % dayMs)
-      const id = `${sums.workspaceId}\u0000${day}\u0000${sums.keyId}\u0000${sums.model}\u0000${sums.gateway}`
-      const daySums = days.get(id)
-      if (!daySums) days.set(id, { ...sums, start: day })
-      else for (const name of sumNames) daySums[name] += sums[name]
-    }
-    for (const sums of days.values()) upsert(upsertDay, sums)
-  }
-  const groupParameters: (string | number | null)[] = new Array(rowsPerStatement * columnCount)
-  const setParameters = (target: (string | number | null)[], offset: number, row: RequestLogRow) => {
-    target[offset] = row.id
-    target[offset + 1] = row.workspaceId
-    target[offset + 2] = row.keyId ?? null
-    target[offset + 3] = row.createdAt
-    target[offset + 4] = row.endpoint
-    target[offset + 5] = row.gateway ?? null
-    target[offset + 6] = row.providerKeyId ?? null
-    target[offset + 7] = row.model ?? null
-    target[offset + 8] = row.upstreamModel ?? null
-    target[offset + 9] = row.status
-    target[offset + 10] = row.errorCode ?? null
-    target[offset + 11] = row.stream ? 1 : 0
-    target[offset + 12] = row.latencyMs
-    target[offset + 13] = row.overheadMs ?? null
-    target[offset + 14] = row.ttfbMs ?? null
-    target[offset + 15] = row.attempts ?? 0
-    target[offset + 16] = row.attemptPath ?? null
-    target[offset + 17] = row.stageTimings ?? null
-    target[offset + 18] = row.inputTokens ?? null
-    target[offset + 19] = row.outputTokens ?? null
-    target[offset + 20] = row.costNanoUsd ?? null
-    target[offset + 21] = row.clientIp ?? null
-    target[offset + 22] = row.requestBody ?? null
-    target[offset + 23] = row.enrichment ?? null
-  }
-  const oneParameters: (string | number | null)[] = new Array(columnCount)
-  const insertBatch = db.$client.transaction((rows: RequestLogRow[]): number => {
-    let inserted = 0
-    let index = 0
-    for (; index + rowsPerStatement <= rows.length; index += rowsPerStatement) {
-      for (let row = 0; row < rowsPerStatement; row++) setParameters(groupParameters, row * columnCount, rows[index + row]!)
-      inserted += insertGroup.run(...groupParameters).changes
-    }
-    for (; index < rows.length; index++) {
-      setParameters(oneParameters, 0, rows[index]!)
-      inserted += insertOne.run(...oneParameters).changes
-    }
-    rollUp(rows)
-    return inserted
-  })
-  const ifAbsentParameters: (string | number | null)[] = new Array(columnCount + 3)
-  const insertIfAbsentBatch = db.$client.transaction((rows: RequestLogRow[]): number => {
-    const added: RequestLogRow[] = []
-    for (const row of rows) {
-      setParameters(ifAbsentParameters, 0, row)
-      ifAbsentParameters[columnCount] = row.workspaceId
-      ifAbsentParameters[columnCount + 1] = row.createdAt
-      ifAbsentParameters[columnCount + 2] = row.id
-      if (insertIfAbsent.run(...ifAbsentParameters).changes > 0) added.push(row)
-    }
-    // Only the rows written now are rolled up: the others were when they were written.
-    rollUp(added)
-    return added.length
-  })
-
-  // Retention (CONTRACT §14), for the daily prune: small batches, each its own statement (and so its
-  // own transaction), found through an index. The workspaces that have rows come from a skip scan of
-  // the workspace/time index, one seek each; a workspace's old rows are the front of its part of it.
-  const nextWorkspace = db.$client.prepare<{ workspace_id: string }, [string]>('select workspace_id from request_logs where workspace_id > ? order by workspace_id limit 1')
-  const firstWorkspace = db.$client.prepare<{ workspace_id: string }, []>('select workspace_id from request_logs order by workspace_id limit 1')
-  const deleteOld = db.$client.prepare<unknown, [string, number, number]>(
-    'delete from request_logs where seq in (select seq from request_logs where workspace_id = ? and created_at < ? limit ?)',
-  )
-  // Hour roll-ups by their primary key (workspace first, then hour); day roll-ups are never deleted.
-  const nextRolledWorkspace = db.$client.prepare<{ workspace_id: string }, [string]>('select workspace_id from usage_rollups where workspace_id > ? order by workspace_id limit 1')
-  const firstRolledWorkspace = db.$client.prepare<{ workspace_id: string }, []>('select workspace_id from usage_rollups order by workspace_id limit 1')
-  const deleteOldHours = db.$client.prepare<unknown, [string, number, number]>(
-    'delete from usage_rollups where rowid in (select rowid from usage_rollups where workspace_id = ? and hour < ? limit ?)',
-  )
-  // Through the partial index request_logs_body_time_idx: only rows that still hold a body.
-  const clearOldBodies = db.$client.prepare<unknown, [number, number]>(
-    'update request_logs set request_body = null where seq in (select seq from request_logs where request_body is not null and created_at < ? limit ?)',
-  )
-
+/** The reads, over the query builder (and over prepared statements where a job reads many times). */
+export function prepareUsageQueries(db: Db) {
   const firstBytes = db.$client.prepare<{ gateway: string; ms: number; count: number }, [string, number]>(
     `select gateway, cast(round(ttfb_ms) as integer) as ms, count(*) as count from request_logs
      where workspace_id = ? and created_at >= ? and stream = 1 and status < 400 and gateway is not null and ttfb_ms is not null
@@ -253,16 +73,6 @@ export function createRequestLogRepository(db: Db) {
   }
 
   return {
-    /** Writes a batch of new rows in one transaction; returns the rows inserted. */
-    insertMany(rows: RequestLogRow[]): number {
-      if (rows.length === 0) return 0
-      return insertBatch(rows)
-    },
-    /** Writes replayed rows in one transaction, skipping any already there (same request); returns the rows inserted. */
-    insertManyIfAbsent(rows: RequestLogRow[]): number {
-      if (rows.length === 0) return 0
-      return insertIfAbsentBatch(rows)
-    },
     /** The request explorer: the newest rows matching the filter (through the workspace/time index, newest first). */
     recent(filter: RecentFilter) {
       const conditions: SQL[] = [eq(requestLogs.workspaceId, filter.workspaceId), gte(requestLogs.createdAt, filter.sinceMs)]
@@ -499,30 +309,6 @@ export function createRequestLogRepository(db: Db) {
         }
         return { windows, found, foundBatches }
       })()
-    },
-    /** The workspace ids that have rows ('' for requests no key was found for), in order. */
-    workspaceIds(): string[] {
-      const ids: string[] = []
-      for (let row = firstWorkspace.get(); row; row = nextWorkspace.get(row.workspace_id)) ids.push(row.workspace_id)
-      return ids
-    },
-    /** Deletes up to `limit` of a workspace's rows created before `beforeMs`; returns how many. */
-    deleteBefore(workspaceId: string, beforeMs: number, limit: number): number {
-      return deleteOld.run(workspaceId, beforeMs, limit).changes
-    },
-    /** The workspace ids that have hour roll-ups, in order. */
-    rolledWorkspaceIds(): string[] {
-      const ids: string[] = []
-      for (let row = firstRolledWorkspace.get(); row; row = nextRolledWorkspace.get(row.workspace_id)) ids.push(row.workspace_id)
-      return ids
-    },
-    /** Deletes up to `limit` of a workspace's hour roll-ups of hours before `beforeMs`; returns how many. */
-    deleteHoursBefore(workspaceId: string, beforeMs: number, limit: number): number {
-      return deleteOldHours.run(workspaceId, beforeMs, limit).changes
-    },
-    /** Clears the captured body of up to `limit` rows created before `beforeMs` (the rows stay); returns how many. */
-    clearBodiesBefore(beforeMs: number, limit: number): number {
-      return clearOldBodies.run(beforeMs, limit).changes
     },
     /**
      * First-byte times of a workspace's successful streamed requests since `sinceMs`, per gateway, as

@@ -1,0 +1,149 @@
+/** The inference-key operations: list, create, get, update, set limits, revoke (API), and rotate. */
+import { Type } from '@sinclair/typebox'
+import { badRequest } from '../errors'
+import { createKey, getKey, listKeys, revokeKey, rotateKey, updateKey } from '../keys'
+import { KeyCreateInput, KeyOutput, KeyUpdateInput, LimitsInput } from '../schemas'
+import { invalidInput, keyNotFound, keyRevoked, readOnly, unauthorized } from './error-statuses'
+import { idSchema, requireString, withoutKeys, type IdBody, type IdInput } from './inputs'
+import type { Operation } from './operation'
+import { inferenceKey, keyRef, keyWorkspace } from './targets'
+
+export const keysList = {
+  name: 'keys.list',
+  access: 'read',
+  run: (deps, actor, input: { offset?: string | number }) => listKeys(deps, actor, input.offset),
+  rest: {
+    method: 'GET',
+    path: '/keys',
+    tags: ['keys'],
+    summary: 'List inference keys, most recent 100 per page',
+    // Documented here rather than as a query schema: listKeys checks it, with SPEC's message.
+    parameters: [
+      {
+        name: 'offset',
+        in: 'query',
+        required: false,
+        description: 'How many keys to skip, most recent first; pages are 100 keys.',
+        schema: { type: 'integer', minimum: 0, default: 0 },
+      },
+    ],
+    output: { schema: Type.Array(KeyOutput), description: 'Up to 100 keys, most recent first, with their routing rules.' },
+    errors: { 400: 'An offset that is not a whole number of 0 or more.', ...unauthorized },
+    input: ({ query }) => ({ offset: query.get('offset') ?? undefined }),
+  },
+  mcp: {
+    tool: 'list_api_keys',
+    description: 'List inference keys with their routing, most recent 100 per page.',
+    input: Type.Object({ offset: Type.Optional(Type.Integer({ minimum: 0 })) }),
+    from: (args) => ({ offset: args.offset as number | undefined }),
+  },
+} satisfies Operation<{ offset?: string | number }>
+
+export const keysCreate = {
+  name: 'keys.create',
+  access: 'write',
+  run: (deps, actor, input: unknown) => createKey(deps, actor, input),
+  audit: (input, output: { id: string }) => ({ target: inferenceKey(output.id), changes: input }),
+  rest: {
+    method: 'POST',
+    path: '/keys',
+    status: 201,
+    body: KeyCreateInput,
+    tags: ['keys'],
+    summary: 'Create an inference key',
+    output: { schema: KeyOutput, description: 'The new key, with its secret in `key`: shown this once.' },
+    errors: { ...invalidInput, ...unauthorized, ...readOnly },
+    input: ({ body }) => body,
+  },
+  mcp: { tool: 'create_api_key', description: 'Create an inference key. The full secret is in this response only.', input: KeyCreateInput, from: (args) => args },
+} satisfies Operation<unknown>
+
+export const keysGet = {
+  name: 'keys.get',
+  access: 'read',
+  run: (deps, actor, input: IdInput) => getKey(deps, actor, input.id),
+  rest: {
+    method: 'GET',
+    path: '/keys/:id',
+    tags: ['keys'],
+    summary: 'Get an inference key',
+    output: { schema: KeyOutput, description: 'The key.' },
+    errors: { ...unauthorized, ...keyNotFound },
+    input: ({ params }) => ({ id: params.id! }),
+  },
+  mcp: { tool: 'get_api_key', description: 'Get one inference key by its UUID.', input: idSchema('Inference key UUID.'), from: (args) => ({ id: requireString(args, 'id') }) },
+} satisfies Operation<IdInput>
+
+export const keysUpdate = {
+  name: 'keys.update',
+  access: 'write',
+  run: (deps, actor, input: IdBody) => updateKey(deps, actor, input.id, input.body),
+  audit: (input) => ({ target: inferenceKey(input.id), changes: input.body }),
+  rest: {
+    method: 'PATCH',
+    path: '/keys/:id',
+    body: KeyUpdateInput,
+    tags: ['keys'],
+    summary: 'Update an inference key (all-or-nothing)',
+    output: { schema: KeyOutput, description: 'The updated key.' },
+    errors: { ...invalidInput, ...unauthorized, ...readOnly, ...keyNotFound, ...keyRevoked },
+    input: ({ params, body }) => ({ id: params.id!, body: body as Record<string, unknown> }),
+  },
+  mcp: {
+    tool: 'update_api_key',
+    description: 'Update an inference key: label, revoked, allowlist, steering message, timeouts, features, limits.',
+    input: Type.Composite([idSchema('Inference key UUID.'), KeyUpdateInput]),
+    from: (args) => ({ id: requireString(args, 'id'), body: withoutKeys(args, 'id') }),
+  },
+} satisfies Operation<IdBody>
+
+export const keysSetLimits = {
+  name: 'keys.set_limits',
+  access: 'write',
+  idempotent: true,
+  // The operator CLI names a key of any workspace: the rule runs in the key's own.
+  run: (deps, actor, input: IdBody) => updateKey(deps, actor.kind === 'cli' ? { ...actor, workspaceId: keyWorkspace(deps, input.id) ?? '' } : actor, input.id, { limits: input.body.limits }),
+  audit: (input, _output, deps) => ({ target: inferenceKey(input.id), changes: { limits: input.body.limits }, workspaceId: keyWorkspace(deps, input.id) }),
+  mcp: {
+    tool: 'set_key_limits',
+    description:
+      'Set spend caps and rate limits on an inference key: requests_per_minute, tokens_per_minute, usd_per_day, usd_per_month (each a positive number, or null for no limit; fields not named stay; limits null clears all). Requests over a limit are refused with 429.',
+    input: Type.Object({ key_id: Type.String({ description: 'Inference key UUID.' }), limits: Type.Union([LimitsInput, Type.Null()]) }),
+    from: (args) => {
+      if (!('limits' in args)) throw badRequest('Invalid limits: required (an object, or null to clear every limit).')
+      return { id: requireString(args, 'key_id'), body: { limits: args.limits } }
+    },
+  },
+} satisfies Operation<IdBody>
+
+export const keysRevoke = {
+  name: 'keys.revoke',
+  access: 'write',
+  destructive: true,
+  idempotent: true,
+  run: (deps, actor, input: IdInput) => revokeKey(deps, actor, input.id),
+  audit: (input) => ({ target: inferenceKey(input.id), changes: { revoked: true } }),
+  rest: {
+    method: 'DELETE',
+    path: '/keys/:id',
+    tags: ['keys'],
+    summary: 'Revoke an inference key (idempotent)',
+    output: { schema: KeyOutput, description: 'The revoked key, with `revoked_at`.' },
+    errors: { ...unauthorized, ...readOnly, ...keyNotFound },
+    input: ({ params }) => ({ id: params.id! }),
+  },
+  mcp: { tool: 'revoke_api_key', description: 'Revoke an inference key (idempotent; the row is kept).', input: idSchema('Inference key UUID.'), from: (args) => ({ id: requireString(args, 'id') }) },
+} satisfies Operation<IdInput>
+
+export const keysRotate = {
+  name: 'keys.rotate',
+  access: 'write',
+  run: (deps, actor, input: { id: string; graceSeconds?: number }) => rotateKey(deps, keyRef(actor, input.id), input.graceSeconds),
+  audit: (input, _output, deps) => ({ target: inferenceKey(input.id), changes: { rotated: true, ...(input.graceSeconds !== undefined ? { grace_seconds: input.graceSeconds } : {}) }, workspaceId: keyWorkspace(deps, input.id) }),
+  dashboard: {
+    method: 'POST',
+    path: '/keys/:id/rotate',
+    body: Type.Object({ grace_seconds: Type.Optional(Type.Number()) }),
+    input: ({ params, body }) => ({ id: params.id!, graceSeconds: (body as { grace_seconds?: number }).grace_seconds }),
+  },
+} satisfies Operation<{ id: string; graceSeconds?: number }>
