@@ -3,15 +3,11 @@
  * list, delete. A read goes to the gateway that holds the batch, updates the row (a terminal state
  * writes its notifications in the same transaction, as the refresh job does) and answers from both.
  */
+import { finishJson, setRoutingHeaders, type AuthenticatedContext, type EndpointHandler, type InferenceDeps, type ProviderEntry } from '../pipeline'
 import { RouterError } from '../errors/router-error'
 import { GatewayUnreachable, type GatewayAnswer } from '../gateways/client'
 import { scrubSecretInValue } from '../gateways/scrub-secret'
-import type { AuthenticatedContext } from '../pipeline/request/context'
-import { finishJson } from '../pipeline/answer/finish'
-import { setRoutingHeaders } from '../pipeline/answer/respond'
-import type { EndpointHandler, InferenceDeps } from '../pipeline/types'
 import { batchStatuses, isTerminalStatus, type BatchRow } from '../storage/repositories/batches'
-import type { ProviderEntry } from '../pipeline/read-model/entries'
 import { batchRetentionMs, readBatchId } from './batch-ids'
 import { readGatewayBatch, UnreadableBatch, type GatewayRead } from './gateway-read'
 import { normalizeResults, presentBatch } from './present'

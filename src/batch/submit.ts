@@ -10,25 +10,14 @@
  * malformed item, one over 16 MB, bytes after `requests`, a stall of two minutes) aborts the upload
  * before it completes, so the gateway never creates the batch, and the reserved row is dropped.
  */
+import { appendSteering, applySteering, BatchSpend, finishClientClosed, finishJson, setRoutingHeaders, type AuthenticatedContext, type InferenceDeps, type Operation } from '../pipeline'
 import { RouterError } from '../errors/router-error'
 import { readAnswer } from '../gateways/client'
-import type { AuthenticatedContext } from '../pipeline/request/context'
-import { applySteering } from '../pipeline/request/prepare-chat'
-import { finishClientClosed, finishJson } from '../pipeline/answer/finish'
-import { appendSteering } from '../pipeline/endpoints/responses'
-import { setRoutingHeaders } from '../pipeline/answer/respond'
-import type { InferenceDeps } from '../pipeline/types'
 import { issueBatchId } from './batch-ids'
 import { BatchBodyReader, type BatchHead, type BatchItem } from './body-reader'
 import { presentBatch, progressFromUpstream } from './present'
 import { chooseBatchTarget, liveModelLister, plainModelId, type BatchTarget } from './target'
 import { relayUpstreamError } from './upstream-errors'
-import { LimitedRequest } from '../pipeline/limits/admission'
-import { addedBytes, defaultMaxTokens, measurePrompt, needsDefaultBound, outputBound, worstCaseNano } from '../pipeline/limits/worst-case'
-import type { ModelPricing } from '../gateways/model-prices'
-import { spellingFor } from '../gateways/model-catalog'
-import type { Snapshot } from '../pipeline/read-model/entries'
-import type { Operation } from '../pipeline/routing/plan-route'
 
 export const batchEndpoints = ['/v1/chat/completions', '/v1/responses', '/v1/messages', '/v1/embeddings'] as const
 export type BatchEndpoint = (typeof batchEndpoints)[number]
@@ -115,80 +104,19 @@ async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, idleM
   }
 }
 
-/**
- * A submit on a key with limits (CONTRACT §11): it counts one request, and with a USD cap each item's
- * worst case is reserved as the item is read, before it is sent; an item that does not fit aborts the
- * upload (nothing is created upstream) with 429 key_budget_exhausted. What the items reserved stays
- * held on the batch's row once the gateway has the batch, until it ends and settles to its reported
- * cost (storage/repositories/batches.ts).
- */
-class BatchSpend {
-  private readonly reserved = new WeakSet<BatchItem>()
-  private count = 0
-  private constructor(
-    private readonly deps: InferenceDeps,
-    private readonly limited: LimitedRequest,
-  ) {}
+/** The operation a batch endpoint's items are (how they are priced and bounded). */
+const operationOf = (endpoint: BatchEndpoint): Operation => (endpoint === '/v1/embeddings' ? 'embeddings' : endpoint === '/v1/responses' ? 'responses' : 'chat')
 
-  /** Admits the submit as one request, or throws the refusal; undefined for a key without limits. */
-  static async admit(context: AuthenticatedContext, deps: InferenceDeps): Promise<BatchSpend | undefined> {
-    const limits = context.key.limits
-    if (!limits) return undefined
-    const limited = new LimitedRequest(context, deps.limiter, limits, 'chat', false)
-    context.limited = limited
-    let admission = deps.limiter.admit(context.key.id, context.key.workspaceId, limits, 0, context.requestId, context.createdAt)
-    if (admission instanceof Promise) admission = await admission
-    context.headers['ratelimit-policy'] = admission.headers['ratelimit-policy']
-    context.headers.ratelimit = admission.headers.ratelimit
-    if (admission.refusal) throw admission.refusal
-    limited.ticket = admission.ticket
-    // Settled when the submit's answer is finished, as an answer of the answer path is by its chain.
-    context.chain = { finished: () => limited.settle() }
-    return limited.usdCap ? new BatchSpend(deps, limited) : undefined
-  }
+/** Items whose worst case the spend cap has reserved (each once, in the order they are read). */
+const reservedItems = new WeakSet<BatchItem>()
 
-  private pricing: ModelPricing | undefined
-  private operation: Operation = 'chat'
-  private upstreamModel = ''
-  /** The steering message each item is sent with (its bytes, and a blank line). */
-  private steeringBytes = 0
-
-  /** The target's price for the batch's model (its `:batch` spelling, else the plain one), or the 400 when it lists none. */
-  target(snapshot: Snapshot, target: BatchTarget, endpoint: BatchEndpoint, model: string, steering: string | undefined) {
-    this.steeringBytes = steering && endpoint !== '/v1/embeddings' ? Buffer.byteLength(steering, 'utf8') + 32 : 0
-    const catalog = snapshot.catalogs.get(target.provider.gateway.id)
-    const plain = catalog ? spellingFor(catalog, plainModelId(target.upstreamModel)) : undefined
-    this.pricing = catalog?.prices.get(target.upstreamModel) ?? (plain === undefined ? undefined : catalog?.prices.get(plain))
-    this.operation = endpoint === '/v1/embeddings' ? 'embeddings' : endpoint === '/v1/responses' ? 'responses' : 'chat'
-    this.upstreamModel = target.upstreamModel
-    const known = this.pricing?.prompt !== undefined && (this.operation === 'embeddings' || this.pricing.completion !== undefined)
-    if (!known) throw new RouterError('key_budget_unpriced_model', `This key has a spend cap, and ${target.provider.gateway.id} lists no price for ${model}: the batch's cost could not be counted.`, { 'Retry-After': '60' })
-  }
-
-  /** Reserves the worst case of the items not reserved yet (in order), or throws the refusal. */
-  reserve(items: readonly BatchItem[]) {
-    for (const item of items) {
-      if (this.reserved.has(item)) continue
-      const body = item.value.body as Record<string, unknown>
-      const worst = worstCaseNano(this.pricing, measurePrompt(body), outputBound(body, this.operation), this.operation, addedBytes(body.model, this.upstreamModel) + this.steeringBytes)!
-      const refusal = this.deps.limiter.reserveMore(this.limited.ticket!, this.limited.limits, worst)
-      if (refusal) throw new RouterError(refusal.code, `Item ${this.count + 1} of the batch does not fit: ${refusal.message} Nothing was submitted.`, refusal.extraHeaders)
-      this.reserved.add(item)
-      this.count++
-    }
-  }
-
-  /** The router's own output bound for an item that sets none, where the model lists none (CONTRACT §11). */
-  boundOf(body: Record<string, unknown>): Record<string, unknown> | undefined {
-    if (this.operation === 'embeddings' || !needsDefaultBound(outputBound(body, this.operation), this.pricing)) return undefined
-    return { ...body, [this.operation === 'responses' ? 'max_output_tokens' : 'max_tokens']: defaultMaxTokens }
-  }
-
-  /** The gateway has (or may have) the batch: what its items reserved stays held, on its row (returned, to write there). */
-  hold(batchId: string): number {
-    const reserved = this.limited.ticket!.reserved
-    this.limited.held = { nano: reserved, batchId }
-    return reserved
+/** Reserves the items not reserved yet (a key with a USD cap; pipeline/limits/batch-spend.ts), or throws the refusal. */
+function reserveItems(spend: BatchSpend | undefined, items: readonly BatchItem[]) {
+  if (!spend) return
+  for (const item of items) {
+    if (reservedItems.has(item)) continue
+    spend.reserve(item.value.body as Record<string, unknown>)
+    reservedItems.add(item)
   }
 }
 
@@ -248,10 +176,10 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     context.providerKeyId = target.provider.id
     context.upstreamModel = target.upstreamModel
     steering = key.pipeline.steering
-    spend?.target(snapshot, target, head.endpoint, head.model, steering)
+    spend?.price(snapshot, { gateway: target.provider.gateway.id, upstreamModel: target.upstreamModel, plainModel: plainModelId(target.upstreamModel) }, operationOf(head.endpoint), head.model, steering)
     // The first item before anything is reserved or sent: an empty or broken start sends nothing.
     while (pending.length === 0 && !clientDone) await readChunk()
-    spend?.reserve(pending)
+    reserveItems(spend, pending)
     const createdAt = Math.floor(Date.now() / 1000)
     const id = issueBatchId({ providerKeyId: target.provider.id, keyId: key.id, createdAt }, deps.sign)
     try {
@@ -284,7 +212,7 @@ export async function submitBatch(context: AuthenticatedContext, request: Reques
     async pull(controller) {
       try {
         while (pending.length === 0 && !clientDone) await readChunk()
-        spend?.reserve(pending)
+        reserveItems(spend, pending)
         for (const item of pending.splice(0)) {
           if (sent > 0) controller.enqueue(encoder.encode(','))
           controller.enqueue(outboundItem(item, head.endpoint, head.model, target.upstreamModel, steering, spend))

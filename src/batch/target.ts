@@ -5,11 +5,10 @@
  * provider key of the gateway kind that keeps batch results whose catalog lists the model's
  * `:batch` variant. No failover: the batch stays on the one picked.
  */
+import { orderTargets, rollRemap, type KeyEntry, type ProviderEntry, type Snapshot } from '../pipeline'
 import { RouterError } from '../errors/router-error'
 import { isFresh, spellingFor, type GatewayCatalog } from '../gateways/model-catalog'
 import { ModelListingFailed, type UpstreamClient } from '../gateways/client'
-import { orderTargets, rollRemap } from '../pipeline/routing/plan-route'
-import type { KeyEntry, ProviderEntry, Snapshot } from '../pipeline/read-model/entries'
 
 export interface BatchTarget {
   provider: ProviderEntry

@@ -3,12 +3,8 @@
  * message and numeric code (a duplicate custom_id 422, a mismatched body.model 400, no credit 402),
  * in the chat envelope, less the provider secret the gateway may echo.
  */
+import { finishJson, setRoutingHeaders, type AuthenticatedContext, type InferenceDeps, type ProviderEntry } from '../pipeline'
 import type { GatewayAnswer } from '../gateways/client'
-import type { AuthenticatedContext } from '../pipeline/request/context'
-import { finishJson } from '../pipeline/answer/finish'
-import { setRoutingHeaders } from '../pipeline/answer/respond'
-import type { InferenceDeps } from '../pipeline/types'
-import type { ProviderEntry } from '../pipeline/read-model/entries'
 
 const errorTypeFor = (status: number) =>
   status === 401 || status === 403 ? 'authentication_error' : status === 402 ? 'payment_required' : status === 429 ? 'rate_limit_error' : status >= 500 ? 'api_error' : 'invalid_request_error'

@@ -18,6 +18,18 @@ import { decisionsDialect } from './endpoints/decisions'
 export { internalError } from './answer/finish'
 export type { EndpointHandler, InferenceDeps, InferenceEndpoint, InferenceRoute } from './types'
 
+// The pipeline's public entry for the features that answer endpoints of their own (the Batch API):
+// what they finish answers with, how steering and routing rules read, and a batch's spend cap.
+export type { AuthenticatedContext } from './request/context'
+export type { KeyEntry, ProviderEntry, Snapshot } from './read-model/entries'
+export type { Operation } from './routing/plan-route'
+export { finishClientClosed, finishJson } from './answer/finish'
+export { setRoutingHeaders } from './answer/respond'
+export { applySteering } from './request/prepare-chat'
+export { appendSteering } from './endpoints/responses'
+export { orderTargets, rollRemap } from './routing/plan-route'
+export { BatchSpend } from './limits/batch-spend'
+
 export function envelopeForShape(shape: string): Envelope {
   return shape === 'messages' ? 'messages' : shape === 'content' ? 'content' : 'chat'
 }

@@ -20,7 +20,7 @@ import type { AuthenticatedContext, SpendCap } from '../request/context'
 import type { Operation, PlannedAttempt, PlanStep, RoutePlan } from '../routing/plan-route'
 import type { UpstreamCall } from '../routing/routed-call'
 import type { InferenceDeps } from '../types'
-import type { KeyLimits } from './key-limits'
+import type { KeyLimits } from '../../domain/key-limits'
 import type { Admission, KeyLimiter, LimitTicket } from './ledger'
 import { addedBytes, defaultMaxTokens, measurePrompt, needsDefaultBound, outputBound, worstCaseNano, type OutputBound, type PromptMeasure } from './worst-case'
 
