@@ -16,7 +16,7 @@
  *   another dialect (a messages client on a chat gateway) is decoded and encoded once too.
  */
 import { ChainRun, stagesOf } from '../stages/chain'
-import { runRoutedCall, type RoutedCallInput } from '../routing/routed-call'
+import { runRoutedCall, type RoutedCallInput, type RoutePreference } from '../routing/routed-call'
 import type { EndpointHandler } from '../types'
 import type { ClientDialect, ParsedRequest } from './dialect'
 import { failWith, finishFailedRun } from './finish'
@@ -32,19 +32,8 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
     const passThrough = dialect.passThrough ?? relayReply
     // A plain key's request: no stage to open, the straight path.
     if (pipeline.plain) {
-      const input: RoutedCallInput = {
-        operation: parsed.operation,
-        requestFor: (step) => dialect.toUpstream(step, parsed),
-        model: parsed.model,
-        stream: parsed.stream,
-        incomingHeaders: request.headers,
-        clientSignal: request.signal,
-        pinnedProviderKeyId: parsed.pinnedProviderKeyId,
-        steps: parsed.pinnedStep ? [parsed.pinnedStep] : undefined,
-        relayKind: dialect.relaysBytes ? dialect.replyKind : undefined,
-        relaysErrors: dialect.relaysErrors,
-        accept: dialect.accept ? (value) => dialect.accept!(value, parsed) : undefined,
-      }
+      const plain = parsed
+      const input = callInput(dialect, plain, request, (step) => dialect.toUpstream(step, plain), dialect.relaysBytes, undefined)
       const result = await runRoutedCall(context, deps, input)
       if (result.kind === 'failed') return finishFailedRun(context, deps, result)
       if (result.kind === 'relay') return dialect.errorEnvelope ? dialect.errorEnvelope(context, deps, result, parsed) : relayUpstreamError(context, deps, result)
@@ -66,20 +55,9 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
       const refusal = chain.beforeRound(context.snapshot, (step) => loop.bodyFor(dialect.toUpstream(step, parsed)).body, true)
       if (refusal) return failWith(context, deps, refusal)
     }
-    const input: RoutedCallInput = {
-      operation: parsed.operation,
-      requestFor: loop ? (step) => loop.extend(dialect.toUpstream(step, parsed)) : (step) => dialect.toUpstream(step, parsed),
-      model: parsed.model,
-      preference: opened.preference,
-      stream: parsed.stream,
-      incomingHeaders: request.headers,
-      clientSignal: request.signal,
-      pinnedProviderKeyId: parsed.pinnedProviderKeyId,
-      steps: parsed.pinnedStep ? [parsed.pinnedStep] : undefined,
-      relayKind: loop === undefined && dialect.relaysBytes ? dialect.replyKind : undefined,
-      relaysErrors: dialect.relaysErrors,
-      accept: dialect.accept ? (value) => dialect.accept!(value, parsed) : undefined,
-    }
+    const shaped = parsed
+    const requestFor: RoutedCallInput['requestFor'] = loop ? (step) => loop.extend(dialect.toUpstream(step, shaped)) : (step) => dialect.toUpstream(step, shaped)
+    const input = callInput(dialect, shaped, request, requestFor, loop === undefined && dialect.relaysBytes, opened.preference)
     const result = await chain.call(input, (wrapped) => runRoutedCall(context, deps, wrapped))
     if (result.kind === 'failed') return finishFailedRun(context, deps, result)
     if (result.kind === 'relay') return dialect.errorEnvelope ? dialect.errorEnvelope(context, deps, result, parsed) : relayUpstreamError(context, deps, result)
@@ -90,5 +68,23 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
       if (result.stream && !loop.offersTools && dialect.attachesToStream) return passThrough(context, deps, result, parsed, { attach: (text) => loop.attach(text) })
     }
     return answerWith({ context, deps, dialect, parsed, loop, chain, input }, result)
+  }
+}
+
+/** One model round's routed call, as the dialect and the request make it (`relays`: a reply in the client's kind may pass as bytes). */
+function callInput<P extends ParsedRequest>(dialect: ClientDialect<P>, parsed: P, request: Request, requestFor: RoutedCallInput['requestFor'], relays: boolean, preference: RoutePreference | undefined): RoutedCallInput {
+  return {
+    operation: parsed.operation,
+    requestFor,
+    model: parsed.model,
+    preference,
+    stream: parsed.stream,
+    incomingHeaders: request.headers,
+    clientSignal: request.signal,
+    pinnedProviderKeyId: parsed.pinnedProviderKeyId,
+    steps: parsed.pinnedStep ? [parsed.pinnedStep] : undefined,
+    relayKind: relays ? dialect.replyKind : undefined,
+    relaysErrors: dialect.relaysErrors,
+    accept: dialect.accept ? (value) => dialect.accept!(value, parsed) : undefined,
   }
 }
