@@ -163,6 +163,36 @@ export async function runStages(): Promise<StageResult[]> {
       return settleLimited(context)
     })
 
+    // A key with a response cache (CONTRACT §15): a miss's work on the serving thread — the entry key
+    // (the canonical request, serialised and hashed), the indexed read that misses, the flight
+    // identical requests would wait on, and, when the answer is in, its decoding into the neutral
+    // form and its queueing for the cache's writer thread. A key without a cache pays none of it.
+    const cachedKey = await manage('/api/v1/keys', { routing: { targets: [{ provider_key_id: provider.id }] }, cache: { ttl_seconds: 3600 } })
+    const cachedSnapshot = await runtime.snapshots.fresh()
+    const cached = authenticate(cachedSnapshot, presentedKey(new Headers({ authorization: `Bearer ${cachedKey.key}` }), null), caller, Date.now())
+    const { responseCacheStage } = await import('../src/pipeline/stages/cache/stage')
+    const { chatDialect } = await import('../src/pipeline/endpoints/dialect-endpoints')
+    const cacheRequestHeaders = new Headers({ 'content-type': 'application/json' })
+    const baseMessage = 'x'.repeat(900)
+    const servedStep = { kind: 'attempt' as const, provider: providerEntry, gateway: 'openai', model: 'gpt-4o-mini', remap: false, failoverTimeoutMs: 60_000, upstreamTimeoutMs: 60_000 }
+    const answered = { kind: 'success', step: servedStep, replyKind: 'chat', response: new Response(null), body: completion, value: undefined, stream: undefined, controller: new AbortController(), startedAt: 0, headersAt: 0, failures: [], attempts: 1, path: [] } as unknown as import('../src/pipeline/routing/run-attempts').RunResult
+    let missed = 0
+    stage('cache: a miss (entry key, lookup, flight, the answer decoded and queued)', async () => {
+      const context = new RequestContext('chat', 'chat', undefined, undefined, false) as import('../src/pipeline/request/context').AuthenticatedContext
+      context.key = cached.key
+      context.workspace = cached.workspace
+      context.snapshot = cachedSnapshot
+      // A question not asked before: every op misses.
+      const parsed = { ...parsedChat, upstreamBody: { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: `${baseMessage}${++missed}` }] } }
+      const run = (await responseCacheStage.open!({ context, deps, parsed, dialect: chatDialect, clientSignal: undefined, deadlineAt: performance.now() + 60_000, requestHeaders: cacheRequestHeaders, answered: false }))!
+      do_not_optimize(await run.beforeRouting!(parsed))
+      await run.wrapCall!({} as never, async () => answered)
+      context.gateway = 'openai'
+      context.providerKeyId = provider.id
+      context.finish(200, undefined)
+      run.finished!(context)
+    })
+
     // Traces on at 100% sampling (CONTRACT §13): what a traced request adds, its SERVER span and one
     // CLIENT span made, attributed and ended, the attempt's traceparent written, both handed to the
     // batch processor (its exporter here takes the batches and drops them: the export is off the

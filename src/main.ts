@@ -126,6 +126,8 @@ async function main(args: readonly string[], program: StartProgram) {
     runtime.mcpServers.close()
     runtime.snapshots.close()
     runtime.reads.close()
+    // The cache's queued entries are committed and its writer thread ended (it never throws).
+    await runtime.cache?.close()
     runtime.storage.close()
     process.exit(0)
   }

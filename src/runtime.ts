@@ -1,4 +1,5 @@
 /** Builds the shared runtime (config → storage → master key checked against it → repositories) for the server, CLI and tests. */
+import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Config } from './config/env'
 import { createLogger, type Logger } from './observability/logger'
@@ -19,6 +20,7 @@ import { createUsageReader } from './storage/usage-reader'
 import { createReadThread, type ReadThread } from './storage/read-thread'
 import { UpstreamClient } from './gateways/client'
 import { registerBatch } from './batch'
+import { CacheStore, type CacheStats, type CacheStoreOptions } from './storage/cache-store'
 
 export interface Runtime extends AppDeps {
   config: Config
@@ -48,6 +50,53 @@ export interface Runtime extends AppDeps {
   limiter: KeyLimiter
   /** OpenTelemetry traces (CONTRACT §13), set by enableTracing when an OTLP endpoint is configured. */
   tracing?: RouterTracing
+  /** This node's response cache file (CONTRACT §15), opened on first use; management purges through it. */
+  cache: NodeCache
+}
+
+/**
+ * This node's response cache (CONTRACT §15, RT_CACHE_PATH): one store per process, opened (and its
+ * file made) when first used, so a node whose keys have no cache never makes the file. A purge or a
+ * prune of a file never made deletes nothing and makes nothing.
+ */
+export class NodeCache {
+  private store: CacheStore | undefined
+
+  constructor(
+    private readonly config: Pick<Config, 'cachePath' | 'cacheMaxMb'>,
+    private readonly options: Omit<CacheStoreOptions, 'maxBytes'> = {},
+  ) {}
+
+  /** The store, opened on first use. */
+  open(): CacheStore {
+    this.store ??= new CacheStore(this.config.cachePath, { ...this.options, maxBytes: this.config.cacheMaxMb * 1024 * 1024 })
+    return this.store
+  }
+
+  /** The store if the file is there (opened then), else undefined: reading or deleting never makes the file. */
+  private existing(): CacheStore | undefined {
+    return this.store ?? (existsSync(this.config.cachePath) ? this.open() : undefined)
+  }
+
+  /** Deletes a key's entries, or a workspace's shared ones (`keyId` undefined); answers how many. */
+  purge(target: { workspaceId: string; keyId: string | undefined }): number {
+    return this.existing()?.purge(target) ?? 0
+  }
+
+  /** Deletes the expired entries (the cache-prune job); answers how many. */
+  prune(): number {
+    return this.existing()?.prune() ?? 0
+  }
+
+  /** Entries, bytes and evictions of the store (zeros while it is not open). */
+  stats(): CacheStats {
+    return this.store?.stats() ?? { entries: 0, bytes: 0, evictions: 0 }
+  }
+
+  /** Commits what is queued and closes the file, if it was opened. */
+  close(): Promise<void> {
+    return this.store?.close() ?? Promise.resolve()
+  }
 }
 
 /**
@@ -112,6 +161,9 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
   onConfigWrite.add((change) => snapshots.invalidate(change))
   metrics.snapshotBuilds = snapshots.builds
   metrics.snapshotRequestWaits = snapshots.requestWaits
+  // A thread that serves no requests (the scheduler's) leaves expired entries to the cache-prune job.
+  const cache = new NodeCache(config, { logger, pruneEveryMs: options.readsInPlace ? 0 : undefined })
+  metrics.cacheStats = () => cache.stats()
   const writer = new Writer(role, repositories, metrics, spoolPath(config.dataDir), () => roles.readNow())
   const usage = createUsageReader(reads)
   const limiter = new KeyLimiter(usage.keyWindows, {
@@ -144,5 +196,6 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
     random: Math.random,
     sign: createIdSigner(key),
     mcpServers: new McpServers({ allowPrivate: config.webhookAllowPrivate, logger, version: '0.1.0' }),
+    cache,
   }
 }

@@ -17,4 +17,6 @@ export interface AppDeps extends ManagementDeps, InferenceDeps {
   writer: Writer
   /** Admission against keys' limits, and their live state for the key object. */
   limiter: KeyLimiter
+  /** This node's response cache: the cache stage reads and writes its store, management purges it. */
+  cache?: NonNullable<ManagementDeps['cache']> & NonNullable<InferenceDeps['cache']>
 }

@@ -78,6 +78,13 @@ export const inferenceHeaders = {
     description: 'Keys with a decisioner: `;`-separated `key:value` pairs, a pick (`pick:<gateway>;…;obj:<objective>`) or a skip (`skipped:<reason>;obj:<objective>`).',
     schema: { type: 'string', maxLength: 500 },
   },
+  'X-Router-Cache': {
+    description: 'Keys with a response cache (CONTRACT §15): where the answer came from. `hit` and `semantic-hit` (the cache), `coalesced` (an identical request in flight), `miss` (looked, not found: a gateway answered and the answer is stored), `bypass` (not looked up: a request the cache never serves, or `Cache-Control: no-cache` / `no-store`).',
+    schema: { type: 'string', enum: ['hit', 'semantic-hit', 'coalesced', 'miss', 'bypass'] },
+  },
+  Age: { description: 'A cached answer: its age in seconds.', schema: { type: 'integer', minimum: 0 } },
+  'X-Router-Cache-Provider': { description: 'A cached answer: the gateway that served the stored answer (no gateway was called now, so there is no X-Router-Provider).', schema: { type: 'string' } },
+  'X-Router-Cache-Similarity': { description: 'A semantic hit: the cosine similarity of the last user turn to the stored one\'s.', schema: { type: 'number', minimum: 0, maximum: 1 } },
   'X-Router-Responses-Mode': { description: 'How the serving gateway answered POST /v1/responses.', schema: { type: 'string', enum: ['native', 'translated'] } },
   'X-Router-Count-Tokens': { description: 'The count is the router\'s own estimate.', schema: { type: 'string', enum: ['estimate'] } },
   'request-id': { description: 'The messages dialect\'s name for X-Router-Request-Id (same value).', schema: { type: 'string' } },
@@ -87,7 +94,17 @@ export const inferenceHeaders = {
 type HeaderName = keyof typeof inferenceHeaders
 
 /** Headers of a routed answer: the gateway's own rate-limit headers (X-RateLimit-*) pass through as well. */
-const routedHeaders: HeaderName[] = ['X-Router-Request-Id', 'X-Router-Attempts', 'X-Router-Provider', 'X-Router-Failover', 'X-Router-Key-Grace-Until']
+const routedHeaders: HeaderName[] = [
+  'X-Router-Request-Id',
+  'X-Router-Attempts',
+  'X-Router-Provider',
+  'X-Router-Failover',
+  'X-Router-Key-Grace-Until',
+  'X-Router-Cache',
+  'Age',
+  'X-Router-Cache-Provider',
+  'X-Router-Cache-Similarity',
+]
 /** Answers that nothing routed (errors before any call, count_tokens). */
 const ownHeaders: HeaderName[] = ['X-Router-Request-Id', 'X-Router-Attempts', 'X-Router-Key-Grace-Until']
 
@@ -116,6 +133,8 @@ const routingCodes: ErrorCode[] = [
   'no_healthy_target',
   'gateway_disabled',
   'deadline_exceeded',
+  // Cache-Control: only-if-cached on a key with a response cache (CONTRACT §15).
+  'cache_miss',
 ]
 /** Refusals that may come after gateways were called: their answers name the gateway and the failovers. */
 const afterCallCodes: ErrorCode[] = [
@@ -235,7 +254,7 @@ const operationsByEndpoint: Record<InferenceEndpoint, Omit<OperationSpec, 'endpo
       description: 'One call to the provider that holds the response, with no failover; served by two gateway kinds only. The stored Response comes back with its ids rewritten.',
       parameters: [{ name: 'response_id', in: 'path', required: true, description: 'A `resp_rt_…` id this key was given.', schema: { type: 'string' } }],
       success: { status: '200', description: 'The stored Response.', schema: 'ResponseObject', headers: routedHeaders },
-      errors: [...chainCodes, 'responses_retrieve_unsupported', 'all_targets_failed', 'upstream_unreadable', 'deadline_exceeded'],
+      errors: [...chainCodes, 'responses_retrieve_unsupported', 'response_not_found', 'all_targets_failed', 'upstream_unreadable', 'deadline_exceeded'],
       relays: 'The gateway\'s answer to the retrieval (a 404 for a response it does not have, say), relayed with its status and body.',
     },
   ],

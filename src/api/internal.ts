@@ -27,10 +27,25 @@ function secretMatches(given: string | undefined, expected: string | undefined):
 
 const textFields = ['keyId', 'gateway', 'providerKeyId', 'model', 'upstreamModel', 'errorCode', 'attemptPath', 'stageTimings', 'clientIp', 'requestBody', 'enrichment'] as const
 const numberFields = ['overheadMs', 'ttfbMs'] as const
-/** Counted in whole units: tokens, and the cost in nano-dollars (CONTRACT §11: money is counted exactly). */
-const countFields = ['inputTokens', 'outputTokens', 'costNanoUsd'] as const
+/**
+ * Counted in whole units: tokens, the cost and a cache answer's saving in nano-dollars (CONTRACT §11:
+ * money is counted exactly), the continuations a stream took (CONTRACT §16).
+ */
+const countFields = ['inputTokens', 'outputTokens', 'costNanoUsd', 'savedNanoUsd', 'continued'] as const
+/** The response cache's outcomes a row records (CONTRACT §15); a miss or bypass is no cache answer, so null. */
+const cacheOutcomes: readonly unknown[] = ['hit', 'semantic-hit', 'coalesced']
 
 const isCount = (value: unknown) => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0
+
+/** Guardrail findings as the log queue writes them (CONTRACT §17): a JSON array, as text. */
+function isJsonArrayText(value: unknown): boolean {
+  if (typeof value !== 'string') return false
+  try {
+    return Array.isArray(JSON.parse(value))
+  } catch {
+    return false
+  }
+}
 
 /** The row as the log queue built it, or why not (the index and field named). */
 function checkRow(value: unknown, index: number): RequestLogRow | string {
@@ -58,6 +73,8 @@ function checkRow(value: unknown, index: number): RequestLogRow | string {
   for (const name of countFields) {
     if (row[name] !== undefined && row[name] !== null && !isCount(row[name])) return `rows[${index}].${name} must be a non-negative integer or null`
   }
+  if (row.cache !== undefined && row.cache !== null && !cacheOutcomes.includes(row.cache)) return `rows[${index}].cache must be one of hit, semantic-hit, coalesced or null`
+  if (row.guardrails !== undefined && row.guardrails !== null && !isJsonArrayText(row.guardrails)) return `rows[${index}].guardrails must be the JSON text of an array, or null`
   if (row.stream !== undefined && typeof row.stream !== 'boolean') return `rows[${index}].stream must be a boolean`
   if (row.attempts !== undefined && (typeof row.attempts !== 'number' || !Number.isInteger(row.attempts))) return `rows[${index}].attempts must be an integer`
   return row as unknown as RequestLogRow

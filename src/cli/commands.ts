@@ -170,6 +170,39 @@ export const commands: readonly CommandSpec[] = [
     },
   },
   {
+    words: ['key', 'cache'],
+    summary:
+      "Turns an inference key's response cache on or sets its TTL and scope (CONTRACT §15): flags not given keep what is set (3600 s and scope key when the cache was off), and a semantic lookup already set is kept (set or clear one with PATCH /api/v1/keys/{id} or MCP set_key_cache). --off turns the cache off. Prints the key.",
+    options: {
+      id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' },
+      ttl: { kind: 'text', placeholder: 'S', description: 'seconds an answer is served from the cache, 1 to 2592000 (30 days)' },
+      scope: { kind: 'text', placeholder: 'key|workspace', description: "key: the key's own entries; workspace: shared with the workspace's other workspace-scoped keys" },
+      off: { kind: 'switch', description: 'turns the cache off (its entries are no longer served); takes no --ttl or --scope' },
+    },
+    operation: 'keys.set_cache',
+    input: (flags) => {
+      const ttl = flags.text('ttl')
+      const scope = flags.text('scope')
+      if (flags.flag('off')) {
+        if (ttl !== undefined || scope !== undefined) throw new UsageError('key cache --off takes no --ttl or --scope')
+        return { id: flags.text('id')!, cache: null }
+      }
+      const cache: Record<string, unknown> = {}
+      // A number as typed; anything else goes to the rule as it is, which names the field it refuses.
+      if (ttl !== undefined) cache.ttl_seconds = ttl.trim() !== '' && Number.isFinite(Number(ttl)) ? Number(ttl) : ttl
+      if (scope !== undefined) cache.scope = scope
+      return { id: flags.text('id')!, cache, keepStored: true }
+    },
+  },
+  {
+    words: ['cache', 'purge'],
+    summary:
+      "Deletes the response cache entries an inference key's requests are answered from on this machine: the key's own, or its workspace's shared entries when the key's cache scope is workspace. Prints {\"purged\": <entries>}.",
+    options: { key: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' } },
+    operation: 'cache.purge',
+    input: (flags) => ({ id: flags.text('key')! }),
+  },
+  {
     words: ['key', 'webhook'],
     synopsis: '--id KEY_ID (--url URL | --rotate-secret | --clear)',
     summary: "Sets, re-keys or clears an inference key's webhook; prints the URL and the signing secret.",

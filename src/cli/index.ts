@@ -70,6 +70,8 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   } catch (error) {
     return fail(cliWriteError(error))
   } finally {
+    // The response cache file, if a command opened it (cache purge, jobs run cache-prune): what it queued is committed.
+    await runtime?.cache.close()
     runtime?.snapshots.close()
     runtime?.reads.close()
     runtime?.storage.close()

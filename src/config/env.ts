@@ -1,5 +1,5 @@
 /** Reads the operator environment (CONTRACT §2–4) once into a frozen Config. */
-import { join, resolve } from 'node:path'
+import { isAbsolute, join, relative, resolve, sep } from 'node:path'
 import { parseOtlpHeaders, type TracingSettings } from '../observability/tracing-settings'
 
 export type Role = 'all' | 'proxy' | 'app'
@@ -53,6 +53,10 @@ export interface Config {
   bodyRetentionDays: number
   /** RT_LIMIT_SYNC_MS: how often a node reads again what the database shows of its limited keys' usage (CONTRACT §11). */
   limitSyncMs: number
+  /** RT_CACHE_PATH: this node's response cache file (CONTRACT §15), never inside LiteFS's mount. */
+  cachePath: string
+  /** RT_CACHE_MAX_MB: the cache file's size bound in MiB; least recently used entries go first. */
+  cacheMaxMb: number
   /** OpenTelemetry traces (CONTRACT §13) from the standard OTEL_* variables; undefined (off) without an OTLP endpoint. */
   tracing: TracingSettings | undefined
 }
@@ -132,6 +136,8 @@ export const environmentVariables: readonly (readonly [string, string])[] = [
   ['OTEL_EXPORTER_OTLP_PROTOCOL', 'http/protobuf (default) or http/json; OTEL_EXPORTER_OTLP_HEADERS k=v,k2=v2 for the collector; OTEL_EXPORTER_OTLP_TIMEOUT ms'],
   ['OTEL_SERVICE_NAME', "the traces' service.name, default router"],
   ['OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG', 'always_on, always_off, traceidratio, parentbased_always_on (default), parentbased_always_off, parentbased_traceidratio; the ratio 0 to 1'],
+  ['RT_CACHE_PATH', "this node's response cache file (keys with a cache), default $RT_DATA_DIR/cache.db; never inside RT_LITEFS_DIR: every node keeps its own"],
+  ['RT_CACHE_MAX_MB', 'the response cache\'s size bound in MB (least recently used entries go first); default 256, a whole number from 1'],
   ['RT_LIMIT_SYNC_MS', "how often a node reads again what the database shows of its limited keys' usage (another node's share); default 1000, 10 to 60000"],
 ]
 
@@ -150,6 +156,21 @@ function oneOf<T extends string>(environment: Record<string, string | undefined>
   if (raw === undefined || raw === '') return fallback
   if (!(allowed as readonly string[]).includes(raw)) throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got '${raw}'`)
   return raw as T
+}
+
+/**
+ * RT_CACHE_PATH (CONTRACT §15): the cache is node-local, so a path inside LiteFS's mount (which
+ * would replicate it, or be read-only on a replica) stops the start.
+ */
+function cachePathSetting(environment: Record<string, string | undefined>, dataDir: string, litefsDir: string | undefined): string {
+  const path = environment.RT_CACHE_PATH ? resolve(environment.RT_CACHE_PATH) : join(dataDir, 'cache.db')
+  if (litefsDir) {
+    const inside = relative(litefsDir, path)
+    if (inside === '' || (inside !== '..' && !inside.startsWith(`..${sep}`) && !isAbsolute(inside))) {
+      throw new ConfigError(`RT_CACHE_PATH must be outside RT_LITEFS_DIR (${litefsDir}): the response cache is per node, got '${path}'`)
+    }
+  }
+  return path
 }
 
 export function loadConfig(environment: Record<string, string | undefined> = Bun.env): Config {
@@ -197,6 +218,8 @@ export function loadConfig(environment: Record<string, string | undefined> = Bun
     logRetentionDays: integerSetting(environment, 'RT_LOG_RETENTION_DAYS', 90, 1, 1_000_000),
     bodyRetentionDays: integerSetting(environment, 'RT_BODY_RETENTION_DAYS', 7, 1, 1_000_000),
     limitSyncMs: integerSetting(environment, 'RT_LIMIT_SYNC_MS', 1000, 10, 60_000),
+    cachePath: cachePathSetting(environment, dataDir, litefsDir),
+    cacheMaxMb: integerSetting(environment, 'RT_CACHE_MAX_MB', 256, 1, 1_000_000),
     tracing: tracingSettings(environment),
   })
 }

@@ -4,6 +4,7 @@
  * below every folder that reads them (the gateway client, batch, the pipeline).
  */
 import type { CompiledAllowlist } from './allowlist'
+import type { CacheSettings } from './cache-settings'
 import type { GatewayDefinition } from './gateway-definition'
 import type { KeyLimits } from './key-limits'
 import type { StoredRule } from './routing-rule'
@@ -43,6 +44,8 @@ export interface KeyEntry<Pipeline> {
   mcpServers: readonly McpServerEntry[]
   /** Spend caps and rate limits (CONTRACT §11); undefined for a key without any, whose requests never look further. */
   limits: KeyLimits | undefined
+  /** The response cache (CONTRACT §15); undefined for a key without one (off, the default). */
+  cache: CacheSettings | undefined
   /** What applies to the key's requests (stages/registry.ts), with its workspace's settings. */
   pipeline: Pipeline
 }
@@ -80,4 +83,6 @@ export interface WorkspaceEntry {
   allowlist: CompiledAllowlist
   steeringMessage: string | null
   captureBodies: boolean
+  /** When its shared response cache entries were last purged (Unix ms; 0: never): older ones are not served. */
+  cachePurgedAt: number
 }

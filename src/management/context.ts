@@ -20,6 +20,11 @@ export interface ManagementDeps {
   writer?: { assertPrimary(): void }
   /** Live limit state of the limited keys this node admits for (pipeline/limits/ledger.ts). */
   limiter?: { liveState(keyId: string): LimitState | undefined }
+  /**
+   * This node's response cache file (CONTRACT §15), for a purge: it deletes one key's entries, or a
+   * workspace's shared entries when `keyId` is undefined, and answers how many. Absent: nothing to purge.
+   */
+  cache?: { purge(target: { workspaceId: string; keyId: string | undefined }): number }
 }
 
 /** The authenticated management caller: one workspace, possibly read-only. */

@@ -9,6 +9,8 @@ import { parseAllowlist } from '../net/ip-allowlist'
 import { emptyRule, presentRule, validateRoutingRule } from './routing'
 import { KeyCreateInput, KeyUpdateInput, apiShapes, assertValid, type ApiShape } from './schemas'
 import { limitsProblem, mergeLimits, presentStoredLimits } from '../domain/key-limits'
+import { cacheProblem, presentStoredCache, storedCache } from '../domain/cache-settings'
+import { findGateway } from '../gateways/catalog'
 import { monthStartOf, shownState, type LimitState } from '../pipeline/limits/ledger'
 import { roundUsd } from './usage'
 
@@ -70,6 +72,7 @@ export function presentKey({ key, rule }: KeyWithRule, providers: ReadonlyMap<st
     routing: presentRule(rule, providers),
     limits: presentStoredLimits(key.limits),
     limit_state: presentState(state),
+    cache: presentStoredCache(key.cache),
     ...(secret !== undefined ? { key: secret } : {}),
   }
 }
@@ -86,14 +89,34 @@ function present(deps: ManagementDeps, entry: KeyWithRule, providers: ReadonlyMa
   return presentKey(entry, providers, secret, limitStates(deps, entry.key.workspaceId, [entry.key.id]).get(entry.key.id))
 }
 
+/**
+ * The stored JSON of a `cache` value (CONTRACT §15): the whole setting, replacing what was there, or
+ * null (off). A semantic lookup's provider key must be one of the key's workspace, enabled, whose
+ * gateway serves embeddings.
+ */
+function cacheFromBody(deps: ManagementDeps, workspaceId: string, value: unknown): string | null {
+  const problem = cacheProblem(value)
+  if (problem) throw badRequest(problem)
+  const providerKeyId = (value as { semantic?: { provider_key_id?: string } | null } | null)?.semantic?.provider_key_id
+  if (providerKeyId !== undefined) {
+    const field = 'cache.semantic.provider_key_id'
+    const row = uuidPattern.test(providerKeyId) ? deps.repositories.providerKeys.get(workspaceId, providerKeyId) : undefined
+    if (!row) throw badRequest(`Invalid ${field}: provider key ${providerKeyId} does not exist in this workspace.`)
+    if (row.disabledAt) throw badRequest(`Invalid ${field}: provider key ${providerKeyId} is disabled.`)
+    if (!findGateway(row.gateway)?.capabilities.embeddings) throw badRequest(`Invalid ${field}: gateway '${row.gateway}' does not serve embeddings.`)
+  }
+  return storedCache(value)
+}
+
 /** Field rules shared by create and update; returns the column values to write. */
-function settingsFromBody(deps: ManagementDeps, body: KeyCreateInput | KeyUpdateInput, storedLimits: string | null = null): Partial<InferenceKeyRow> {
+function settingsFromBody(deps: ManagementDeps, actor: Actor, body: KeyCreateInput | KeyUpdateInput, storedLimits: string | null = null): Partial<InferenceKeyRow> {
   const values: Partial<InferenceKeyRow> = {}
   if (body.limits !== undefined) {
     const problem = limitsProblem(body.limits)
     if (problem) throw badRequest(problem)
     values.limits = mergeLimits(storedLimits, body.limits as Record<string, unknown> | null)
   }
+  if (body.cache !== undefined) values.cache = cacheFromBody(deps, actor.workspaceId, body.cache)
   const label = pickLabel(body)
   if (label !== undefined) values.label = label
   if (body.companion_ads !== undefined) values.companionAds = body.companion_ads
@@ -126,7 +149,7 @@ export function createKey(deps: ManagementDeps, actor: Actor, body: unknown): Ke
   assertValid(KeyCreateInput, input)
   const apiShape = input.api_shape ?? 'chat'
   if (!(apiShapes as readonly string[]).includes(apiShape)) throw badRequest(messages.unsupportedShape)
-  const values = settingsFromBody(deps, input)
+  const values = settingsFromBody(deps, actor, input)
   // Validate the whole rule before anything is written: an invalid rule creates no key.
   const rule = input.routing !== undefined ? validateRoutingRule(deps, actor, input.routing, apiShape as ApiShape, undefined) : emptyRule()
   const secret = generateSecret(inferenceKeyPrefix)
@@ -156,6 +179,7 @@ const updatableFields = [
   'failover_ttfb_ms',
   'upstream_timeout_ms',
   'limits',
+  'cache',
 ] as const
 
 /**
@@ -167,7 +191,7 @@ export function updateKey(deps: ManagementDeps, actor: Actor, id: string, body: 
   const existing = findKey(deps, actor, id)
   if (!isPlainObject(body) || !updatableFields.some((field) => field in body)) throw badRequest(messages.emptyBody)
   assertValid(KeyUpdateInput, body)
-  const values = settingsFromBody(deps, body, existing.key.limits)
+  const values = settingsFromBody(deps, actor, body, existing.key.limits)
   const changesOtherFields = Object.keys(values).length > 0
   const revokedNow = existing.key.revokedAt !== null
   if (revokedNow && changesOtherFields && body.revoked !== false) throw new ManagementError(409, messages.keyRevoked, 'key_revoked')

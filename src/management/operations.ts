@@ -10,9 +10,10 @@
  */
 import { accountGet } from './operations/account'
 import { auditList } from './operations/audit'
+import { cachePurge } from './operations/cache'
 import { gatewaysDescribe, gatewaysList, gatewaysSet } from './operations/gateways'
 import { keysExtras, keysMcpServersAdd, keysMcpServersList, keysMcpServersRemove, keysNotifyEmail, keysWebhookClear, keysWebhookRotate, keysWebhookSet } from './operations/key-settings'
-import { keysCreate, keysGet, keysList, keysRevoke, keysRotate, keysSetLimits, keysUpdate } from './operations/keys'
+import { keysCreate, keysGet, keysList, keysRevoke, keysRotate, keysSetCache, keysSetLimits, keysUpdate } from './operations/keys'
 import type { Operation } from './operations/operation'
 import { providersCreate, providersDelete, providersGet, providersList, providersNotesGet, providersNotesSet, providersUpdate } from './operations/providers'
 import { requestsRecent } from './operations/requests'
@@ -33,7 +34,9 @@ export const operations = {
   keysGet,
   keysUpdate,
   keysSetLimits,
+  keysSetCache,
   keysRevoke,
+  cachePurge,
   routingGet,
   routingSet,
   usageSummary,

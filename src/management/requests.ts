@@ -4,7 +4,8 @@
  */
 import type { Actor, ManagementDeps } from './context'
 import { badRequest } from './errors'
-import { bucketPlan, keyIdFilter, parseRange } from './usage'
+import { bucketPlan, keyIdFilter, parseRange, roundUsd } from './usage'
+import { nanoToUsd } from '../storage/money'
 import type { RecentFilter } from '../storage/repositories/request-logs'
 import type { RecentRow } from '../storage/usage-reader'
 
@@ -40,6 +41,20 @@ function parseJson(text: string | null): unknown {
   }
 }
 
+/** A guardrail finding as the row records it (CONTRACT §17). */
+export interface GuardrailFinding {
+  rule: string
+  where: 'input' | 'output'
+  action: string
+  count: number
+}
+
+/** The row's findings: its JSON array, or null (none recorded, or a text that is no array). */
+function parseFindings(text: string | null): GuardrailFinding[] | null {
+  const parsed = parseJson(text)
+  return Array.isArray(parsed) ? (parsed as GuardrailFinding[]) : null
+}
+
 function presentRequest(row: RecentRow) {
   return {
     id: row.id,
@@ -62,6 +77,14 @@ function presentRequest(row: RecentRow) {
     output_tokens: row.outputTokens,
     // Stored only while the workspace captures bodies (SPEC "Workspace").
     request_body: row.requestBody,
+    // CONTRACT §15: the cache's part in the answer (null: none) and, for a cache answer, the cost of the
+    // answer it repeats (null: unpriced, or no cache answer).
+    cache: row.cache as 'hit' | 'semantic-hit' | 'coalesced' | null,
+    saved_usd: row.savedNanoUsd === null ? null : roundUsd(nanoToUsd(row.savedNanoUsd)),
+    // CONTRACT §16: mid-stream continuations the answer took; null: none.
+    continued: row.continued,
+    // CONTRACT §17: the guardrail findings, never the matched text; null: none.
+    guardrails: parseFindings(row.guardrails),
   }
 }
 export type RequestView = ReturnType<typeof presentRequest>

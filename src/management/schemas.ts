@@ -79,6 +79,40 @@ export const LimitsInput = Type.Object(
   { additionalProperties: true, description: 'Spend caps and rate limits; fields not named stay, null clears one, null for the whole clears all.' },
 )
 
+/**
+ * CONTRACT §15: the whole response cache setting (a change replaces it; fields not named take their
+ * defaults), or null to turn it off. Types only: the rule checks ranges and unknown fields, naming
+ * the field.
+ */
+export const CacheInput = Type.Object(
+  {
+    ttl_seconds: Type.Optional(Type.Number({ description: 'How long an answer is served from the cache: whole seconds, 1 to 2592000 (30 days); default 3600.' })),
+    scope: Type.Optional(Type.String({ description: "'key' (default): only this key's requests share its entries; 'workspace': every workspace-scoped key of the workspace shares them." })),
+    semantic: Type.Optional(
+      Nullable(
+        Type.Object(
+          {
+            threshold: Type.Number({ description: 'The least cosine similarity served, 0.8 to 1.0.' }),
+            provider_key_id: Type.String({ description: "A provider key of the key's workspace whose gateway serves embeddings." }),
+            model: Type.String({ description: 'The embeddings model (1 to 200 characters).' }),
+          },
+          { additionalProperties: true, description: 'After an exact miss, the last user turn is embedded with this provider key and model and compared with earlier entries; null (default): exact matches only.' },
+        ),
+      ),
+    ),
+  },
+  { additionalProperties: true, description: 'The response cache (CONTRACT §15): the whole setting, replaced by each change; null turns it off.' },
+)
+
+export const CacheOutput = Type.Object(
+  {
+    ttl_seconds: Type.Integer(),
+    scope: Type.Union([Type.Literal('key'), Type.Literal('workspace')]),
+    semantic: Nullable(Type.Object({ threshold: Type.Number(), provider_key_id: Type.String(), model: Type.String() })),
+  },
+  { description: 'The response cache (CONTRACT §15), defaults filled in; null: off.' },
+)
+
 const keySettingFields = {
   name: Type.Optional(Nullable(Type.String())),
   label: Type.Optional(Nullable(Type.String())),
@@ -89,6 +123,7 @@ const keySettingFields = {
   failover_ttfb_ms: Type.Optional(Nullable(Type.Integer({ minimum: 1000, maximum: 30000 }))),
   upstream_timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 5000, maximum: 90000 }))),
   limits: Type.Optional(Type.Union([LimitsInput, Type.Null()])),
+  cache: Type.Optional(Type.Union([CacheInput, Type.Null()])),
 }
 
 export const KeyCreateInput = Type.Object(
@@ -215,6 +250,7 @@ export const KeyOutput = Type.Object({
     },
     { description: 'What counts against the limits now.' },
   ),
+  cache: Nullable(CacheOutput),
   key: Type.Optional(Type.String({ description: 'Only in the creation response.' })),
 })
 
@@ -254,6 +290,10 @@ export const UsageSummaryOutput = Type.Object({
       'USD, the known costs of the requests summed (CONTRACT §11): listed prices of the model on the gateway that answered, counted in whole nano-dollars (1e-9 USD) and shown in USD. 0 when no request was priced: see unpriced_requests.',
   }),
   unpriced_requests: Type.Integer({ description: 'Requests whose cost is unknown (the model lists no price): not counted in cost_usd, never as $0.' }),
+  cache_hits: Type.Integer({ description: "Requests the response cache answered (CONTRACT §15): hits, semantic hits and requests coalesced onto an identical one in flight. Their cost_usd is 0." }),
+  saved_usd: Type.Number({
+    description: 'USD, what the cache answers saved: the known costs of the answers they repeat, summed (counted in whole nano-dollars, shown in USD). A hit whose original was unpriced adds nothing.',
+  }),
 })
 
 export const UsageSeriesItemOutput = Type.Object({

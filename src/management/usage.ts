@@ -76,6 +76,9 @@ export async function usageSummary(deps: ManagementDeps, actor: Actor, query: Us
     // Known costs summed; requests whose cost is unknown (an unpriced model) are counted, never priced at $0.
     cost_usd: roundUsd(nanoToUsd(row.costNanoUsd)),
     unpriced_requests: row.unpriced,
+    // The answers the response cache gave, and the known costs of the answers they repeat (CONTRACT §15).
+    cache_hits: row.cacheHits,
+    saved_usd: roundUsd(nanoToUsd(row.savedNanoUsd)),
   }
 }
 

@@ -108,6 +108,10 @@ export class Metrics {
   spoolDepth: () => number = () => 0
   /** Settled limit tickets that left a key's ledger without their row showing (pipeline/limits/ledger.ts). */
   limitTicketsExpired = 0
+  /** The node's response cache store (storage/cache-store.ts stats()), set by the runtime when it has one. */
+  cacheStats: () => { entries: number; bytes: number; evictions: number } = () => ({ entries: 0, bytes: 0, evictions: 0 })
+  /** The cache stage's outcomes by result (hit, semantic-hit, coalesced, miss, bypass: CONTRACT §15). */
+  private readonly cacheRequests = new Map<string, number>()
 
   countRequest(endpoint: string, status: number) {
     this.requests.add(endpoint, status)
@@ -121,6 +125,10 @@ export class Metrics {
   /** An enrichment stage's outcome on an answer (`fill`, `no_fill`, `ok` or its error code). */
   countEnrichment(stage: string, outcome: string) {
     this.enrichment.add(stage, outcome)
+  }
+  /** A request of a key with a response cache, by its `X-Router-Cache` result. */
+  countCacheRequest(result: string) {
+    this.cacheRequests.set(result, (this.cacheRequests.get(result) ?? 0) + 1)
   }
   observeUpstreamLatency(gateway: string, milliseconds: number) {
     let histogram = this.upstreamLatency.get(gateway)
@@ -173,6 +181,12 @@ export class Metrics {
     lines.push('# HELP router_log_rows_rejected_total Spooled rows the primary refused as malformed, set aside and logged.', '# TYPE router_log_rows_rejected_total counter', `router_log_rows_rejected_total ${this.logRowsRejected}`)
     lines.push('# HELP router_log_spool_rows Rows in the spool waiting for the primary.', '# TYPE router_log_spool_rows gauge', `router_log_spool_rows ${this.spoolDepth()}`)
     lines.push('# HELP router_limit_tickets_expired_total Settled requests of limited keys that left the ledger because their request-log row did not show within 5 minutes (rows not reaching the database).', '# TYPE router_limit_tickets_expired_total counter', `router_limit_tickets_expired_total ${this.limitTicketsExpired}`)
+    lines.push('# HELP router_cache_requests_total Requests of keys with a response cache, by result (hit, semantic-hit, coalesced, miss, bypass).', '# TYPE router_cache_requests_total counter')
+    for (const [result, value] of this.cacheRequests) lines.push(`router_cache_requests_total{result="${escapeLabel(result)}"} ${value}`)
+    const cache = this.cacheStats()
+    lines.push("# HELP router_cache_entries Entries in this node's response cache file.", '# TYPE router_cache_entries gauge', `router_cache_entries ${cache.entries}`)
+    lines.push("# HELP router_cache_bytes Bytes of this node's response cache entries, as counted against RT_CACHE_MAX_MB.", '# TYPE router_cache_bytes gauge', `router_cache_bytes ${cache.bytes}`)
+    lines.push("# HELP router_cache_evictions_total Least recently used entries deleted to keep this node's response cache under RT_CACHE_MAX_MB.", '# TYPE router_cache_evictions_total counter', `router_cache_evictions_total ${cache.evictions}`)
     const memory = process.memoryUsage()
     lines.push('# HELP process_resident_memory_bytes Resident memory size in bytes.', '# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`)
     return lines.join('\n') + '\n'

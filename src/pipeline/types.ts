@@ -11,6 +11,7 @@ import type { AuthenticatedContext } from './request/context'
 import type { RequestLogQueue } from './log/log-request'
 import type { McpServers } from './stages/mcp-servers'
 import type { UpstreamClient } from '../gateways/client'
+import type { CacheStore } from '../storage/cache-store'
 
 export interface InferenceDeps {
   config: Config
@@ -33,6 +34,8 @@ export interface InferenceDeps {
   limiter: KeyLimiter
   /** OpenTelemetry traces (CONTRACT §13); undefined when no OTLP endpoint is set. */
   tracing?: RouterTracing
+  /** This node's response cache (CONTRACT §15): its store, opened when a key with a cache first uses it. */
+  cache?: { open(): CacheStore }
 }
 
 export type InferenceEndpoint =

@@ -7,6 +7,7 @@ import type { Config } from '../config/env'
 import type { ProviderEntry } from '../domain/read-model'
 import type { UpstreamClient } from '../gateways/client'
 import type { Logger } from '../observability/logger'
+import type { CacheStore } from '../storage/cache-store'
 import type { Storage } from '../storage/client'
 import type { SecretBox } from '../storage/crypto'
 import type { Repositories } from '../storage/repositories'
@@ -25,6 +26,8 @@ export interface JobDeps {
   random: () => number
   /** The read model as it is now: the provider entries (secrets decrypted) a job calls gateways with. */
   snapshots: { current(): { providers: ReadonlyMap<string, ProviderEntry> } }
+  /** This node's response cache file (CONTRACT §15: the runtime's NodeCache), absent when the process has none. */
+  cache?: Pick<CacheStore, 'prune' | 'stats'>
 }
 
 /** Reports progress of a run: items done out of the total known so far. */

@@ -7,8 +7,9 @@ import type { Job, JobDeps, JobProgress } from './job-deps'
 import { crawlCatalogs } from './jobs/catalog-crawl'
 import { learnBudgets } from './jobs/budget-learn'
 import { pruneLogs } from './jobs/log-prune'
+import { pruneCache } from './jobs/cache-prune'
 
-export const jobNames = ['catalog-crawl', 'budget-learn', 'batch-refresh', 'webhooks', 'log-prune', 'all'] as const
+export const jobNames = ['catalog-crawl', 'budget-learn', 'batch-refresh', 'webhooks', 'log-prune', 'cache-prune', 'all'] as const
 export type JobName = (typeof jobNames)[number]
 
 export type ScheduledJobName = Exclude<JobName, 'all'>
@@ -17,6 +18,7 @@ const registered: Partial<Record<ScheduledJobName, Job>> = {
   'catalog-crawl': crawlCatalogs,
   'budget-learn': learnBudgets,
   'log-prune': pruneLogs,
+  'cache-prune': pruneCache,
 }
 
 /** A feature's jobs join the table (its names are in jobNames: the CLI knows them before anything loads). */

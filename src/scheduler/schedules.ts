@@ -18,6 +18,8 @@ export const schedules: readonly Schedule[] = [
   // CONTRACT §5: one delivery run every 5 minutes (a failed delivery is retried on the next two).
   { job: 'webhooks', everyMs: 5 * 60_000, firstAfterMs: 5 * 60_000 },
   { job: 'log-prune', everyMs: 24 * 3_600_000, firstAfterMs: 10 * 60_000 },
+  // The primary's cache file (every node's store also prunes itself each minute: CONTRACT §15).
+  { job: 'cache-prune', everyMs: 3_600_000, firstAfterMs: 10 * 60_000 },
 ]
 
 export function scheduleOf(job: ScheduledJobName): Schedule {

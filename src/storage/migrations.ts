@@ -26,6 +26,7 @@ import m0013 from '../../db/migrations/0013_certain_ulik.sql' with { type: 'text
 import m0014 from '../../db/migrations/0014_cost_nano_usd_copy.sql' with { type: 'text' }
 import m0015 from '../../db/migrations/0015_sad_gamora.sql' with { type: 'text' }
 import m0016 from '../../db/migrations/0016_batch_spend.sql' with { type: 'text' }
+import m0017 from '../../db/migrations/0017_cache_continuation_guardrails.sql' with { type: 'text' }
 
 /** Each migration's SQL by its journal tag. */
 export const migrationTexts: Readonly<Record<string, string>> = {
@@ -46,6 +47,7 @@ export const migrationTexts: Readonly<Record<string, string>> = {
   '0014_cost_nano_usd_copy': m0014,
   '0015_sad_gamora': m0015,
   '0016_batch_spend': m0016,
+  '0017_cache_continuation_guardrails': m0017,
 }
 
 /** What drizzle's migrator applies, one entry per journal entry (drizzle-orm/migrator's MigrationMeta). */

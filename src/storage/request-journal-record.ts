@@ -10,18 +10,12 @@ import type { RequestLogRow } from './repositories/request-logs/types'
 import { usdToNano } from './money'
 
 /**
- * Record format, version 5, little-endian: `u32 length` (of the whole record, written last), `u8
- * version`, `u32` null flags (bit i: field i is null), then each field that is not null in the
+ * Record format, version 6, little-endian: `u32 length` (of the whole record, written last), `u8
+ * version`, `u32` null flags (bit i: value i is null), then each field that is not null in the
  * request_logs column order (`fields`): a text as `u32 byte length` + UTF-8, a number as `f64`, the
  * stream flag as `u8`. Until the length is written the record reads as the end of the segment.
  */
-const recordVersion = 5
-/**
- * Records of earlier versions are still read (a journal left by a previous build): version 4 has the
- * same fields but its last, the cost, in USD (turned into nano-dollars as it is read); version 3 ends
- * before the cost column, version 2 before the enrichment column too. Their missing fields are null.
- */
-const fieldsOfVersion = (version: number) => (version === recordVersion || version === 4 ? fields : version === 3 ? fields.slice(0, -1) : version === 2 ? fields.slice(0, -2) : undefined)
+const recordVersion = 6
 const headerBytes = 9
 /** Texts up to this length are copied by the ASCII loop when they are ASCII. */
 const shortText = 128
@@ -88,7 +82,38 @@ const fields: readonly (readonly [keyof RequestLogRow, Field])[] = [
   ['enrichment', Field.OptionalText],
   /** Whole nano-dollars (storage/money.ts); a version 4 record holds USD here. */
   ['costNanoUsd', Field.OptionalNumber],
+  // Version 6 (CONTRACT §15, §16, §17).
+  ['cache', Field.OptionalText],
+  /** Whole nano-dollars, like the cost. */
+  ['savedNanoUsd', Field.OptionalNumber],
+  ['continued', Field.OptionalNumber],
+  /** The findings' JSON text. */
+  ['guardrails', Field.OptionalText],
 ]
+
+/**
+ * Records of earlier versions are still read (a journal left by a previous build): version 5 ends
+ * before the four fields version 6 appended; version 4 is version 5 with its last field, the cost, in
+ * USD (turned into nano-dollars as it is read); version 3 ends before the cost column, version 2
+ * before the enrichment column too. Their missing fields are null.
+ */
+const version5Fields = fields.slice(0, -4)
+const fieldsByVersion: Readonly<Record<number, typeof fields>> = {
+  [recordVersion]: fields,
+  5: version5Fields,
+  4: version5Fields,
+  3: version5Fields.slice(0, -1),
+  2: version5Fields.slice(0, -2),
+}
+const fieldsOfVersion = (version: number): typeof fields | undefined => fieldsByVersion[version]
+
+/**
+ * The null flags are one `u32`: every value (a field, each stage timing too) takes a bit, and version 6
+ * takes all 32. A field more needs a wider header (a new version): checked here, not found as a flag
+ * that silently wraps around onto the first field.
+ */
+const flagBits = fields.reduce((bits, [, kind]) => bits + (kind === Field.Stages ? 1 + stageNames.length : 1), 0)
+if (flagBits > 32) throw new Error(`request journal: ${flagBits} values do not fit the record's 32 null flags`)
 
 /**
  * A row as JSON from a build before costs were whole nano-dollars (a replica's spool, a batch such a

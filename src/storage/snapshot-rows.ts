@@ -19,6 +19,8 @@ export interface WorkspaceRow {
   allowedIps: string
   steeringMessage: string | null
   captureBodies: number
+  /** When its shared response cache entries were last purged (Unix ms), or null. */
+  cachePurgedAt: number | null
 }
 export interface ProviderRow {
   id: string
@@ -66,6 +68,10 @@ export interface KeyRow {
   decisioner: string | null
   /** Spend caps and rate limits as stored (JSON), or null. */
   limits: string | null
+  /** The response cache setting as stored (JSON), or null (off). */
+  cache: string | null
+  /** When the key's own response cache entries were last purged (Unix ms), or null. */
+  cachePurgedAt: number | null
   targets: TargetRow[]
   remaps: RemapRow[]
   mcpServers: McpServerRow[]
@@ -100,12 +106,12 @@ export interface SnapshotRows {
 export type KnownPrices = Record<string, number>
 
 const queries = {
-  workspaces: 'select id, suspended, allowed_ips as allowedIps, steering_message as steeringMessage, capture_bodies as captureBodies from workspaces',
+  workspaces: 'select id, suspended, allowed_ips as allowedIps, steering_message as steeringMessage, capture_bodies as captureBodies, cache_purged_at as cachePurgedAt from workspaces',
   providers: 'select id, workspace_id as workspaceId, gateway, secret_ciphertext as secretCiphertext, config, disabled_at is not null as disabled from provider_keys',
   // The key columns in KeyValues' order, read as value arrays (see readKeys).
   keys: `select id, workspace_id, api_shape, key_prefix, secret_hash, previous_key_prefix, previous_secret_hash, previous_secret_until,
     revoked_at is not null, allowed_ips, steering_message, failover_ttfb_ms, upstream_timeout_ms, companion_ads, keyterms, routing_strategy,
-    decisioner, limits from inference_keys`,
+    decisioner, limits, cache, cache_purged_at from inference_keys`,
   // Unordered (a table scan, three times quicker than the primary key's index at 20,000 rows): each
   // row carries its position, and readKeys puts them in order.
   targets: 'select key_id, position, provider_key_id, weight, ttfb_ms from routing_targets',
@@ -192,6 +198,8 @@ type KeyValues = [
   strategy: string,
   decisioner: string | null,
   limits: string | null,
+  cache: string | null,
+  cachePurgedAt: number | null,
 ]
 type TargetValues = [keyId: string, position: number, providerKeyId: string, weight: number | null, ttfbMs: number | null]
 type RemapValues = [keyId: string, position: number, match: string, percent: number, providerKeyId: string, upstreamModel: string, enabled: number]
@@ -234,7 +242,7 @@ function inOrder(list: readonly { 1: number }[]): boolean {
 }
 
 function keyRowOf({ key, targets, remaps, mcpServers }: KeyValuesRow): KeyRow {
-  const [id, workspaceId, apiShape, keyPrefix, secretHash, previousKeyPrefix, previousSecretHash, previousSecretUntil, revoked, allowedIps, steeringMessage, failoverTtfbMs, upstreamTimeoutMs, companionAds, keyterms, strategy, decisioner, limits] = key
+  const [id, workspaceId, apiShape, keyPrefix, secretHash, previousKeyPrefix, previousSecretHash, previousSecretUntil, revoked, allowedIps, steeringMessage, failoverTtfbMs, upstreamTimeoutMs, companionAds, keyterms, strategy, decisioner, limits, cache, cachePurgedAt] = key
   return {
     id,
     workspaceId,
@@ -254,6 +262,8 @@ function keyRowOf({ key, targets, remaps, mcpServers }: KeyValuesRow): KeyRow {
     strategy,
     decisioner,
     limits,
+    cache,
+    cachePurgedAt,
     targets: targets.map(([, , providerKeyId, weight, ttfbMs]) => ({ providerKeyId, weight, ttfbMs })),
     remaps: remaps.map(([, , match, percent, providerKeyId, upstreamModel, enabled]) => ({ match, percent, providerKeyId, upstreamModel, enabled })),
     mcpServers: mcpServers.map(([, serverId, name, url]) => ({ id: serverId, name, url })),

@@ -1,7 +1,8 @@
 /**
  * The dashboard in a real browser (Debian's Chromium through playwright-core): sign in, add two
  * provider keys and an inference key (shown once, copied), send a request through the router that
- * fails over, find it in the request explorer with its attempt path and in the usage chart; a
+ * fails over, find it in the request explorer with its attempt path and in the usage chart, and
+ * rows the cache, continuation and guardrails wrote with their badges, details and summary cards; a
  * read-only key sees no write control; no page logs an error or loads anything from another host.
  * Screenshots of every page at desktop and phone width go to test/artifacts/ (dashboard-*.png).
  * Skipped, with one printed line, where there is no Chromium.
@@ -156,14 +157,51 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
     })
     expect(answer.status).toBe(200)
     server.runtime.logQueue.flush()
+    // Two rows of the same key written as the cache, continuation and guardrails record them (CONTRACT
+    // §15–17), a minute and two before it: a cache hit with its saving, and a stream continued once
+    // with guardrail findings.
+    const earlier = Date.now() - 60_000
+    const logged = { workspaceId: server.workspaceId, keyId: stored.body.data.id as string, endpoint: 'chat', model: 'openai/gpt-4o-mini', status: 200, latencyMs: 1.25 }
+    server.runtime.repositories.requestLogs.insertMany([
+      { ...logged, id: 'cached-request', createdAt: earlier, stream: false, attempts: 0, cache: 'hit', savedNanoUsd: 83_700, costNanoUsd: 0 },
+      {
+        ...logged,
+        id: 'continued-request',
+        createdAt: earlier - 60_000,
+        gateway: 'openai',
+        stream: true,
+        latencyMs: 950,
+        attempts: 2,
+        attemptPath: 'groq:mid_stream_cut>openai:ok',
+        costNanoUsd: 41_000,
+        continued: 1,
+        guardrails: JSON.stringify([
+          { rule: 'email', where: 'input', action: 'mask', count: 2 },
+          { rule: 'secret', where: 'output', action: 'mask', count: 1 },
+        ]),
+      },
+    ])
 
     // The explorer: the request with its attempt path; its detail with stage timings.
     await go(page, 'Requests')
     await page.getByRole('button', { name: 'Refresh' }).click()
     const row = page.getByRole('row', { name: /^Request / })
     await row.first().waitFor()
-    expect(await row.count()).toBe(1)
+    expect(await row.count()).toBe(3)
     expect(await row.first().textContent()).toContain('groq:server-error > openai:ok')
+    // The cache answer and the continued stream say so in the table: a badge each, none on the plain request.
+    expect(await page.getByTestId('cache-badge').count()).toBe(1)
+    expect(await row.nth(1).textContent()).toContain('cache hit')
+    expect(await row.nth(2).textContent()).toContain('continued ×1')
+    expect(await row.nth(2).textContent()).toContain('guardrails: mask ×3')
+    expect(await row.first().textContent()).not.toMatch(/cache hit|continued|guardrails/)
+    // Their details: the saving, the continuations, each finding (never the matched text, which the row does not have).
+    await row.nth(1).press('Enter')
+    await expect(page.getByRole('region', { name: 'Request detail' }).textContent()).resolves.toContain('cachecache hit, saved $0.000084')
+    await row.nth(2).press('Enter')
+    await expect(page.getByRole('region', { name: 'Request detail' }).textContent()).resolves.toMatch(/continued1 time after the stream broke.*guardrailsemail in the input: mask ×2secret in the output: mask ×1/)
+    await saveScreenshot(page, 'dashboard-requests-outcomes-desktop')
+    await row.first().press('Enter')
     await row.first().press('Enter')
     const detail = page.getByRole('region', { name: 'Request detail' })
     await detail.waitFor()
@@ -181,7 +219,9 @@ describe.skipIf(!chromiumPath)('the dashboard in a browser', () => {
       .catch(async (error) => {
         throw new Error(`the usage summary did not render: ${String(error)}\npage: ${await page.locator('main').textContent()}\nbrowser errors: ${JSON.stringify(errors)}`)
       })
-    await expect(page.getByTestId('summary').textContent()).resolves.toMatch(/^1requests/)
+    await expect(page.getByTestId('summary').textContent()).resolves.toMatch(/^3requests/)
+    // The cache's answers and what they saved (CONTRACT §15): the one hit, its original's cost.
+    await expect(page.getByTestId('summary').textContent()).resolves.toContain('1cache hits$0.000084saved by the cache')
     await page.locator('.chart canvas').waitFor()
     await saveScreenshot(page, 'dashboard-usage-desktop')
     await go(page, 'Provider keys')

@@ -93,6 +93,7 @@ export async function startTestServer(environment: Record<string, string> = {}):
       runtime.mcpServers.close()
       runtime.snapshots.close()
       runtime.reads.close()
+      await runtime.cache?.close()
       runtime.storage.close()
       rmSync(dataDir, { recursive: true, force: true })
     },

@@ -378,13 +378,13 @@ describe('CLI help and incomplete commands', () => {
 
   test('--help and -h print human help on stdout and exit 0 for the CLI, a group and a command, without touching a database', async () => {
     const cases: [string[], string[]][] = [
-      [['--help'], ['usage: ./scripts/cli <command>', 'workspace create --name N', 'key mcp add --id KEY_ID --url URL [--name N]', 'jobs run catalog-crawl|budget-learn|batch-refresh|webhooks|log-prune|all']],
+      [['--help'], ['usage: ./scripts/cli <command>', 'workspace create --name N', 'key mcp add --id KEY_ID --url URL [--name N]', 'jobs run catalog-crawl|budget-learn|batch-refresh|webhooks|log-prune|cache-prune|all']],
       [['-h'], ['usage: ./scripts/cli <command>']],
       [['workspace', '--help'], ['workspace create --name N', 'workspace set --workspace ID']],
       [['key', '-h'], ['key rotate --id KEY_ID', 'key webhook --id KEY_ID (--url URL | --rotate-secret | --clear)', 'key mcp list --id KEY_ID']],
       [['key', 'mcp', '--help'], ['key mcp add', 'key mcp list', 'key mcp remove --id KEY_ID --server ID']],
       [['mgmt-key', '--help'], ['mgmt-key create --workspace ID [--read-only]', 'mgmt-key set --id ID --read-only true/false']],
-      [['jobs', '--help'], ['jobs run catalog-crawl|budget-learn|batch-refresh|webhooks|log-prune|all']],
+      [['jobs', '--help'], ['jobs run catalog-crawl|budget-learn|batch-refresh|webhooks|log-prune|cache-prune|all']],
       [['workspace', 'set', '--help'], ['usage: ./scripts/cli workspace set', '--allowed-ips LIST', '--suspended true/false']],
       [['gateways', '-h'], ['usage: ./scripts/cli gateways']],
       [['jobs', 'run', '--help'], ['usage: ./scripts/cli jobs run']],

@@ -52,10 +52,16 @@ describe('dashboard api', () => {
       stageTimings: '{"auth":0.01,"body":0.02,"plan":0.01,"upstream":99}',
       requestBody: index === 0 ? '{"model":"openai/gpt-4o-mini"}' : null,
     })
+    const findings = [
+      { rule: 'email', where: 'input', action: 'mask', count: 2 },
+      { rule: 'secret', where: 'output', action: 'block', count: 1 },
+    ]
     server.runtime.repositories.requestLogs.insertMany([
-      row(0, first.id, 200, 'openai/gpt-4o-mini'),
-      row(1, second.id, 502, 'openai/gpt-4o-mini'),
+      // A cache answer (CONTRACT §15), a continued stream with guardrail findings (§16, §17), and a plain one.
+      { ...row(0, first.id, 200, 'openai/gpt-4o-mini'), cache: 'hit', savedNanoUsd: 83_700, costNanoUsd: 0 },
+      { ...row(1, second.id, 502, 'openai/gpt-4o-mini'), continued: 2, guardrails: JSON.stringify(findings) },
       row(2, first.id, 200, 'anthropic/claude-sonnet'),
+      { ...row(5, first.id, 200, 'anthropic/claude-sonnet'), createdAt: now - 150_000, cache: 'semantic-hit', savedNanoUsd: null, costNanoUsd: 0 },
       row(3, first.id, 200, 'openai/gpt-4o-mini', other.workspace.id),
       // Older than 24 hours: only in 7d.
       { ...row(4, first.id, 200, 'openai/gpt-4o-mini'), createdAt: now - 2 * 86_400_000 },
@@ -65,16 +71,16 @@ describe('dashboard api', () => {
       expect(answer.status).toBe(200)
       return (answer.body.data as any[]).map((entry) => entry.id)
     }
-    expect(await list('?range=24h')).toEqual(['req-0', 'req-1', 'req-2'])
+    expect(await list('?range=24h')).toEqual(['req-0', 'req-1', 'req-2', 'req-5'])
     // No range: 7 days, as the usage API reads a missing range.
-    expect(await list('')).toEqual(['req-0', 'req-1', 'req-2', 'req-4'])
-    expect(await list(`?range=24h&api_key_id=${first.id}`)).toEqual(['req-0', 'req-2'])
+    expect(await list('')).toEqual(['req-0', 'req-1', 'req-2', 'req-5', 'req-4'])
+    expect(await list(`?range=24h&api_key_id=${first.id}`)).toEqual(['req-0', 'req-2', 'req-5'])
     expect(await list('?range=24h&status=error')).toEqual(['req-1'])
-    expect(await list('?range=24h&status=ok')).toEqual(['req-0', 'req-2'])
+    expect(await list('?range=24h&status=ok')).toEqual(['req-0', 'req-2', 'req-5'])
     expect(await list('?range=24h&status=502')).toEqual(['req-1'])
-    expect(await list('?range=24h&model=anthropic/claude-sonnet')).toEqual(['req-2'])
-    const detail = (await call(server, 'GET', '/dashboard/api/requests', server.managementKey)).body.data[0]
-    expect(detail).toMatchObject({
+    expect(await list('?range=24h&model=anthropic/claude-sonnet')).toEqual(['req-2', 'req-5'])
+    const rows = (await call(server, 'GET', '/dashboard/api/requests?range=24h', server.managementKey)).body.data as any[]
+    expect(rows[0]).toMatchObject({
       id: 'req-0',
       api_key_id: first.id,
       status: 200,
@@ -83,6 +89,14 @@ describe('dashboard api', () => {
       stage_timings: { auth: 0.01, body: 0.02, plan: 0.01, upstream: 99 },
       request_body: '{"model":"openai/gpt-4o-mini"}',
     })
+    // The cache outcome with its saving in USD, the continuations and the findings (parsed), null where none.
+    const outcome = (entry: any) => ({ id: entry.id, cache: entry.cache, saved_usd: entry.saved_usd, continued: entry.continued, guardrails: entry.guardrails })
+    expect(rows.map(outcome)).toEqual([
+      { id: 'req-0', cache: 'hit', saved_usd: 0.0000837, continued: null, guardrails: null },
+      { id: 'req-1', cache: null, saved_usd: null, continued: 2, guardrails: findings },
+      { id: 'req-2', cache: null, saved_usd: null, continued: null, guardrails: null },
+      { id: 'req-5', cache: 'semantic-hit', saved_usd: null, continued: null, guardrails: null },
+    ])
     expect((await call(server, 'GET', '/dashboard/api/requests?status=teapot', server.managementKey)).status).toBe(400)
     expect((await call(server, 'GET', '/dashboard/api/requests?api_key_id=nope', server.managementKey)).status).toBe(400)
     expect((await call(server, 'GET', `/dashboard/api/requests?api_key_id=${crypto.randomUUID()}`, server.managementKey)).status).toBe(404)

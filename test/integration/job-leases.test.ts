@@ -217,7 +217,7 @@ describe('scheduler worker', () => {
       await stop()
     }
     const rows = leases.list()
-    expect(rows.map((row) => row.job)).toEqual(['batch-refresh', 'budget-learn', 'catalog-crawl', 'log-prune', 'webhooks'])
+    expect(rows.map((row) => row.job)).toEqual(['batch-refresh', 'budget-learn', 'cache-prune', 'catalog-crawl', 'log-prune', 'webhooks'])
     for (const row of rows) expect(row.lockedUntil).toBe(0)
     expect(rows.filter((row) => row.lastFinishedAt !== null).map((row) => row.job)).toEqual(['budget-learn'])
     const learned = rows.find((row) => row.job === 'budget-learn')!

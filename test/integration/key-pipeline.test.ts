@@ -40,7 +40,7 @@ function key(features: Partial<KeyEntry> = {}): KeyEntry {
   } as KeyEntry
 }
 
-const workspace = (settings: Partial<WorkspaceEntry> = {}): WorkspaceEntry => ({ id: 'w1', suspended: false, allowlist: noAllowlist, steeringMessage: null, captureBodies: false, ...settings })
+const workspace = (settings: Partial<WorkspaceEntry> = {}): WorkspaceEntry => ({ id: 'w1', suspended: false, allowlist: noAllowlist, steeringMessage: null, captureBodies: false, cachePurgedAt: 0, ...settings })
 const flagsOff = { decisionerEnabled: false, keytermsEnabled: false }
 const flagsOn = { decisionerEnabled: true, keytermsEnabled: true }
 const decisioner = { provider_key_id: 'p1', objective: 'cost' }
@@ -61,7 +61,7 @@ describe('compileKeyPipeline', () => {
 
   test('each feature is one registry entry, applied when the key and the operator flags turn it on', () => {
     const names = (entries: readonly { name: string }[]) => entries.map((entry) => entry.name)
-    expect(stageNames()).toEqual(['steering', 'limits', 'decisioner', 'mcp', 'ads', 'keyterms', 'tracing', 'body-capture'])
+    expect(stageNames()).toEqual(['steering', 'cache', 'limits', 'decisioner', 'mcp', 'ads', 'keyterms', 'tracing', 'body-capture'])
     const withDecisioner = key({ rule: { strategy: 'priority', targets: [], remaps: [], decisioner } })
     expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOff).stages)).toEqual([])
     expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOn).stages)).toEqual(['decisioner'])

@@ -2,7 +2,8 @@
  * Costs in whole nano-dollars across the replica → primary path (CONTRACT §10, §11): the primary's
  * `/internal/v1/logs` takes `costNanoUsd` as an integer or null, turns the USD `costUsd` of a replica
  * of an earlier build into nano-dollars, and refuses costs and token counts that are not whole
- * non-negative numbers; rows an earlier build left in a spool read back the same way.
+ * non-negative numbers; rows an earlier build left in a spool read back the same way. The cache
+ * outcome, its saving, continuations and guardrail findings (CONTRACT §15–17) are checked the same way.
  */
 import { describe, expect, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -77,13 +78,84 @@ describe('the primary takes rows with their cost in nano-dollars', () => {
   })
 })
 
+describe('the primary takes the cache, continuation and guardrail fields of a row (CONTRACT §15, §16, §17)', () => {
+  test('each as sent, or null when left out; a value of the wrong kind is 400 naming the field and writes nothing', async () => {
+    await using server = await startTestServer({ RT_CLUSTER_SECRET: 'the-secret' })
+    const send = (rows: unknown[]) =>
+      fetch(`${server.rootUrl}/internal/v1/logs`, { method: 'POST', headers: { authorization: 'Bearer the-secret', 'content-type': 'application/json' }, body: JSON.stringify({ rows }) })
+    const ws = server.workspaceId
+    const findings = JSON.stringify([{ rule: 'email', where: 'input', action: 'mask', count: 2 }])
+    const accepted = await send([
+      logRow('hit', ws, { cache: 'hit', savedNanoUsd: 83_700, costNanoUsd: 0 }),
+      logRow('semantic', ws, { cache: 'semantic-hit', savedNanoUsd: null, costNanoUsd: 0 }),
+      logRow('coalesced', ws, { cache: 'coalesced', savedNanoUsd: 1_000, costNanoUsd: 0 }),
+      logRow('continued', ws, { continued: 2, guardrails: findings, costNanoUsd: 500 }),
+      logRow('none', ws, { cache: null, savedNanoUsd: null, continued: null, guardrails: null }),
+      // A replica of a build before these fields: none of them sent.
+      logRow('older', ws),
+    ])
+    expect([accepted.status, await accepted.json()]).toEqual([200, { accepted: 6, inserted: 6 }])
+    const stored = new Map(
+      server.runtime.storage.sqlite
+        .query<{ id: string; cache: string | null; saved_nano_usd: number | null; continued: number | null; guardrails: string | null }, []>('select id, cache, saved_nano_usd, continued, guardrails from request_logs')
+        .all()
+        .map(({ id, ...rest }) => [id, rest]),
+    )
+    expect(Object.fromEntries(stored)).toEqual({
+      hit: { cache: 'hit', saved_nano_usd: 83_700, continued: null, guardrails: null },
+      semantic: { cache: 'semantic-hit', saved_nano_usd: null, continued: null, guardrails: null },
+      coalesced: { cache: 'coalesced', saved_nano_usd: 1_000, continued: null, guardrails: null },
+      continued: { cache: null, saved_nano_usd: null, continued: 2, guardrails: findings },
+      none: { cache: null, saved_nano_usd: null, continued: null, guardrails: null },
+      older: { cache: null, saved_nano_usd: null, continued: null, guardrails: null },
+    })
+    // The roll-ups count the cache answers and sum their known savings: the summary shows them.
+    const summary = await server.call('GET', '/api/v1/usage/summary?range=24h')
+    expect(summary.body.data).toMatchObject({ requests: 6, cache_hits: 3, saved_usd: 0.0000847 })
+
+    const count = () => server.runtime.storage.sqlite.query<{ n: number }, []>('select count(*) as n from request_logs').get()!.n
+    const cacheMessage = 'rows[1].cache must be one of hit, semantic-hit, coalesced or null'
+    const guardrailsMessage = 'rows[1].guardrails must be the JSON text of an array, or null'
+    for (const [values, message] of [
+      // A miss or a bypass is no cache answer: the row says null.
+      [{ cache: 'miss' }, cacheMessage],
+      [{ cache: 'bypass' }, cacheMessage],
+      [{ cache: 'HIT' }, cacheMessage],
+      [{ cache: '' }, cacheMessage],
+      [{ cache: true }, cacheMessage],
+      [{ cache: 1 }, cacheMessage],
+      [{ savedNanoUsd: -1 }, 'rows[1].savedNanoUsd must be a non-negative integer or null'],
+      [{ savedNanoUsd: 0.5 }, 'rows[1].savedNanoUsd must be a non-negative integer or null'],
+      [{ savedNanoUsd: '100' }, 'rows[1].savedNanoUsd must be a non-negative integer or null'],
+      [{ savedNanoUsd: 2 ** 53 }, 'rows[1].savedNanoUsd must be a non-negative integer or null'],
+      [{ continued: -1 }, 'rows[1].continued must be a non-negative integer or null'],
+      [{ continued: 1.5 }, 'rows[1].continued must be a non-negative integer or null'],
+      [{ continued: '2' }, 'rows[1].continued must be a non-negative integer or null'],
+      [{ continued: true }, 'rows[1].continued must be a non-negative integer or null'],
+      // The findings as text, never the array itself; and the text of an array, nothing else.
+      [{ guardrails: [{ rule: 'email', where: 'input', action: 'mask', count: 1 }] }, guardrailsMessage],
+      [{ guardrails: '{"rule":"email"}' }, guardrailsMessage],
+      [{ guardrails: '"[]"' }, guardrailsMessage],
+      [{ guardrails: 'null' }, guardrailsMessage],
+      [{ guardrails: '[{"rule":' }, guardrailsMessage],
+      [{ guardrails: '' }, guardrailsMessage],
+      [{ guardrails: 3 }, guardrailsMessage],
+    ] as const) {
+      const response = await send([logRow(crypto.randomUUID(), ws), logRow(crypto.randomUUID(), ws, values)])
+      expect([values, response.status, await response.json()]).toEqual([values, 400, { error: message }])
+    }
+    expect(count()).toBe(6)
+  })
+})
+
 describe('the spool', () => {
   test('a row an earlier build spooled with its cost in USD reads back in nano-dollars; a row of this build as it was written', () => {
     const dir = mkdtempSync(join(tmpdir(), 'router-spool-cost-'))
     try {
       const path = join(dir, 'spool.db')
       const spool = new LogSpool(path)
-      spool.add([logRow('new', 'w', { costNanoUsd: 39_000 }) as RequestLogRow])
+      const cacheFields = { cache: 'hit', savedNanoUsd: 41_000, continued: 1, guardrails: '[{"rule":"email","where":"output","action":"mask","count":1}]' }
+      spool.add([logRow('new', 'w', { costNanoUsd: 39_000, ...cacheFields }) as RequestLogRow])
       spool.close()
       // As an earlier build wrote its rows: JSON text with costUsd.
       const sqlite = new Database(path)
@@ -97,6 +169,9 @@ describe('the spool', () => {
         ['old', 39_000, false],
         ['old-unpriced', null, false],
       ])
+      // This build's cache, continuation and guardrail fields ride in the JSON as they are; an earlier build's rows have none (written as null).
+      expect(rows[0]).toMatchObject(cacheFields)
+      expect('cache' in rows[1]!).toBe(false)
       reopened.close()
     } finally {
       rmSync(dir, { recursive: true, force: true })

@@ -299,18 +299,18 @@ describe('usage', () => {
     // Inside 24h: 8 rows, 2 errors (500s), latencies 100..800, overheads 1..8, three models, two gateways.
     const recent = [
       logRow(ws, { keyId: keyOne.id, createdAt: now, latencyMs: 100, overheadMs: 1, model: 'vendor/a', gateway: 'gw-1' }),
-      logRow(ws, { keyId: keyOne.id, createdAt: now, latencyMs: 300, overheadMs: 3, model: 'vendor/a', gateway: 'gw-1' }),
+      logRow(ws, { keyId: keyOne.id, createdAt: now, latencyMs: 300, overheadMs: 3, model: 'vendor/a', gateway: 'gw-1', cache: 'hit', savedNanoUsd: 2_500_000 }),
       logRow(ws, { keyId: keyOne.id, createdAt: now - 2 * hourMs, latencyMs: 200, overheadMs: 2, model: 'vendor/b', gateway: 'gw-1', status: 500 }),
       logRow(ws, { keyId: keyTwo.id, createdAt: now - 5 * hourMs, latencyMs: 400, overheadMs: 4, model: 'vendor/b', gateway: 'gw-2' }),
-      logRow(ws, { keyId: keyTwo.id, createdAt: now - 5 * hourMs - 60_000, latencyMs: 600, overheadMs: 6, model: 'vendor/c', gateway: 'gw-2' }),
+      logRow(ws, { keyId: keyTwo.id, createdAt: now - 5 * hourMs - 60_000, latencyMs: 600, overheadMs: 6, model: 'vendor/c', gateway: 'gw-2', cache: 'semantic-hit', savedNanoUsd: null }),
       logRow(ws, { keyId: keyTwo.id, createdAt: now - 10 * hourMs, latencyMs: 500, overheadMs: 5, model: 'vendor/a', gateway: 'gw-1', status: 500 }),
-      logRow(ws, { keyId: keyOne.id, createdAt: now - 20 * hourMs, latencyMs: 700, overheadMs: 7, model: 'vendor/a', gateway: 'gw-1' }),
+      logRow(ws, { keyId: keyOne.id, createdAt: now - 20 * hourMs, latencyMs: 700, overheadMs: 7, model: 'vendor/a', gateway: 'gw-1', cache: 'coalesced', savedNanoUsd: 1_000 }),
       logRow(ws, { keyId: keyTwo.id, createdAt: now - 21 * hourMs, latencyMs: 800, overheadMs: 8, model: 'vendor/a', gateway: 'gw-2' }),
     ]
     // Older: in 7d but not 24h; in 30d but not 7d; beyond 30d.
     const lastWeek = [
       logRow(ws, { keyId: keyOne.id, createdAt: now - 25 * hourMs, latencyMs: 1000, overheadMs: 10, model: 'vendor/d', gateway: 'gw-3', status: 502 }),
-      logRow(ws, { keyId: keyTwo.id, createdAt: now - 3 * dayMs, latencyMs: 1000, overheadMs: 10, model: 'vendor/d', gateway: 'gw-3' }),
+      logRow(ws, { keyId: keyTwo.id, createdAt: now - 3 * dayMs, latencyMs: 1000, overheadMs: 10, model: 'vendor/d', gateway: 'gw-3', cache: 'hit', savedNanoUsd: 7 }),
     ]
     const lastMonth = [logRow(ws, { keyId: keyOne.id, createdAt: now - 8 * dayMs, latencyMs: 2000, overheadMs: 20, model: 'vendor/e', gateway: 'gw-4' })]
     const ancient = [logRow(ws, { keyId: keyOne.id, createdAt: now - 40 * dayMs, latencyMs: 9000, overheadMs: 90, model: 'vendor/f', gateway: 'gw-5' })]
@@ -321,7 +321,7 @@ describe('usage', () => {
   }
 
   function expectSummary(summary: Record<string, unknown>, rows: RequestLogRow[]) {
-    expect(Object.keys(summary).sort()).toEqual(['avgLatency', 'avgOverhead', 'cost_usd', 'errorRate', 'errors', 'models', 'requests', 'unpriced_requests'])
+    expect(Object.keys(summary).sort()).toEqual(['avgLatency', 'avgOverhead', 'cache_hits', 'cost_usd', 'errorRate', 'errors', 'models', 'requests', 'saved_usd', 'unpriced_requests'])
     for (const value of Object.values(summary)) expect(typeof value).toBe('number')
     const errors = rows.filter((row) => row.status >= 400).length
     expect(summary.requests).toBe(rows.length)
@@ -330,6 +330,9 @@ describe('usage', () => {
     expect(summary.avgLatency as number).toBeCloseTo(rows.reduce((sum, row) => sum + row.latencyMs, 0) / rows.length, 2)
     expect(summary.avgOverhead as number).toBeCloseTo(rows.reduce((sum, row) => sum + (row.overheadMs ?? 0), 0) / rows.length, 2)
     expect(summary.models).toBe(new Set(rows.map((row) => row.model)).size)
+    // CONTRACT §15: the cache's answers counted, their known savings summed (in nano-dollars, shown in USD).
+    expect(summary.cache_hits).toBe(rows.filter((row) => row.cache).length)
+    expect(summary.saved_usd).toBe(rows.reduce((sum, row) => sum + (row.savedNanoUsd ?? 0), 0) / 1e9)
   }
 
   test('summary per range: 24h, 7d (default and for unknown values), 30d; errorRate is a percentage', async () => {
@@ -500,6 +503,42 @@ describe('usage', () => {
     })
     const answer = (await mcp.json()) as { result: { content: { text: string }[] } }
     expect(JSON.parse(answer.result.content[0]!.text)).toEqual(byGateway.body.data)
+  })
+
+  test('cache hits and savings: the summary counts the answers the cache gave and sums what they saved in USD (an unpriced saving adds nothing); the MCP tool gives the same', async () => {
+    await using server = await startTestServer()
+    const key = await addKey(server, { label: 'cached' })
+    const now = Date.now() - 60_000
+    const row = (values: Partial<RequestLogRow>) => logRow(server.workspaceId, { createdAt: now, keyId: key.id, costNanoUsd: 1_000, ...values })
+    server.runtime.repositories.requestLogs.insertMany([
+      row({ cache: 'hit', costNanoUsd: 0, savedNanoUsd: 83_700 }),
+      row({ cache: 'hit', costNanoUsd: 0, savedNanoUsd: 1_250_000_000 }),
+      row({ cache: 'semantic-hit', costNanoUsd: 0, savedNanoUsd: 1 }),
+      // The original was unpriced: a hit, saving unknown.
+      row({ cache: 'coalesced', costNanoUsd: 0, savedNanoUsd: null }),
+      // Not cache answers: a continued stream and one with guardrail findings count as requests only.
+      row({ continued: 1 }),
+      row({ guardrails: '[{"rule":"email","where":"input","action":"mask","count":1}]' }),
+      row({}),
+      // Older than 24 hours: in 7d only.
+      row({ createdAt: now - 2 * dayMs, cache: 'hit', costNanoUsd: 0, savedNanoUsd: 5_000_000 }),
+    ])
+    const day = await server.call('GET', '/api/v1/usage/summary?range=24h')
+    expect(day.status).toBe(200)
+    expect(day.body.data).toMatchObject({ requests: 7, cost_usd: 0.000003, unpriced_requests: 0, cache_hits: 4, saved_usd: 1.250083701 })
+    const week = await server.call('GET', `/api/v1/usage/summary?range=7d&api_key_id=${key.id}`)
+    expect(week.body.data).toMatchObject({ requests: 8, cache_hits: 5, saved_usd: 1.255083701 })
+    // Another key's filter: none of them.
+    const other = await addKey(server, { label: 'other' })
+    expect((await server.call('GET', `/api/v1/usage/summary?range=7d&api_key_id=${other.id}`)).body.data).toMatchObject({ requests: 0, cache_hits: 0, saved_usd: 0 })
+    // The same through MCP (the one operation).
+    const mcp = await fetch(`${server.rootUrl}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${server.managementKey}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'get_usage_summary', arguments: { range: '24h' } } }),
+    })
+    const answer = (await mcp.json()) as { result: { content: { text: string }[] } }
+    expect(JSON.parse(answer.result.content[0]!.text)).toEqual(day.body.data)
   })
 
   test('breakdown without a valid `by` gives 400', async () => {

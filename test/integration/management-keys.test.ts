@@ -12,6 +12,7 @@ const uuidRe = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const keyFields = [
   'allowed_ips',
   'api_shape',
+  'cache',
   'companion_ads',
   'created_at',
   'effective_timeouts',
@@ -91,6 +92,8 @@ describe('POST /api/v1/keys', () => {
     // No limits unless set (CONTRACT §11), and nothing used yet.
     expect(key.limits).toEqual({ requests_per_minute: null, tokens_per_minute: null, usd_per_day: null, usd_per_month: null })
     expect(key.limit_state).toEqual({ requests_last_minute: 0, tokens_last_minute: 0, usd_today: 0, usd_this_month: 0 })
+    // No response cache unless turned on (CONTRACT §15).
+    expect(key.cache).toBeNull()
     expect(Number.isNaN(Date.parse(key.created_at))).toBe(false)
     expect(key.last_used_at).toBeNull()
     expect(key.revoked_at).toBeNull()

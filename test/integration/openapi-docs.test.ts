@@ -176,7 +176,7 @@ describe('GET /api/v1/openapi.json', () => {
   test('every operation has responses: a success, and each error status with the {error} envelope', async () => {
     await using server = await startTestServer()
     const operations = operationsOf(await fetchDocument(server))
-    expect(operations.length).toBe(18)
+    expect(operations.length).toBe(19)
     for (const { method, path, operation } of operations) {
       const statuses = Object.keys(operation.responses ?? {})
       expect([method, path, statuses.some((status) => status.startsWith('2'))]).toEqual([method, path, true])
@@ -206,6 +206,8 @@ describe('GET /api/v1/openapi.json', () => {
       'GET /keys/{id}': ['200', '401', '404'],
       'PATCH /keys/{id}': ['200', '400', '401', '403', '404', '409'],
       'DELETE /keys/{id}': ['200', '401', '403', '404'],
+      // CONTRACT §15: the purge of the key's response cache entries.
+      'DELETE /keys/{id}/cache': ['200', '401', '403', '404'],
       'GET /keys/{id}/routing': ['200', '401', '404'],
       'PUT /keys/{id}/routing': ['200', '400', '401', '403', '404', '409'],
       'GET /usage/summary': ['200', '400', '401', '404'],

@@ -19,6 +19,7 @@ import { decodeRecord, encodeRecord, readSegment, requestJournalDirectory, rowEn
 import { startTestServer } from '../harness/server'
 import { requestLogs } from '../../src/storage/schema'
 import { startMockGateway, chatChunks } from '../harness/mock-gateway'
+import { RequestContext } from '../../src/pipeline/request/context'
 
 /** A pid no process can have (Linux caps pids at 2^22): the writer of its segments is gone. */
 const deadPid = 2 ** 30
@@ -111,6 +112,11 @@ function row(values: Partial<RequestLogRow> = {}): RequestLogRow {
     requestBody: null,
     enrichment: null,
     costNanoUsd: 123_000,
+    // Version 6's fields: none by default (a request the cache, continuation and guardrails left alone).
+    cache: null,
+    savedNanoUsd: null,
+    continued: null,
+    guardrails: null,
     ...values,
   }
 }
@@ -163,8 +169,8 @@ describe('the journal record', () => {
   })
 
   test('a version-4 record (the cost in USD, as a build before nano-dollars wrote it) reads with its cost in whole nano-dollars', () => {
-    // Version 4 wrote the same fields as this version, the last one USD: a record of this version
-    // holding the USD there, relabelled.
+    // Version 4 wrote the same fields as version 5, the last one USD: a record of this version
+    // holding the USD there (and none of version 6's fields), relabelled.
     const written = row()
     const asVersion4 = (costUsd: number | null) => {
       const record = Buffer.from(encodeRecord({ ...written, costNanoUsd: costUsd }))
@@ -189,6 +195,76 @@ describe('the journal record', () => {
     expect(decodeRecord(asVersion4(null))).toEqual({ ...written, costNanoUsd: null })
     // This version's cost is read as it is, not as USD.
     expect(decodeRecord(encodeRecord(row({ costNanoUsd: 2 })))?.costNanoUsd).toBe(2)
+  })
+
+  test("version 6: the cache outcome, its saving, continuations and guardrail findings come back as written; a version-5 record reads with them null", () => {
+    const findings = JSON.stringify([
+      { rule: 'email', where: 'input', action: 'mask', count: 2 },
+      { rule: 'secret', where: 'output', action: 'block', count: 1 },
+    ])
+    for (const values of [
+      { cache: 'hit', savedNanoUsd: 83_700 },
+      { cache: 'semantic-hit', savedNanoUsd: null },
+      { cache: 'coalesced', savedNanoUsd: 0 },
+      { continued: 3 },
+      { guardrails: findings },
+      { cache: 'hit', savedNanoUsd: 9_007_199_254_740_991, continued: 1, guardrails: '[]', costNanoUsd: 0 },
+      // The last of the 32 null flags: the findings alone, every field before them null that can be.
+      { keyId: null, gateway: null, providerKeyId: null, model: null, upstreamModel: null, overheadMs: null, ttfbMs: null, attemptPath: null, stageTimings: null, inputTokens: null, outputTokens: null, costNanoUsd: null, guardrails: findings },
+    ] satisfies Partial<RequestLogRow>[]) {
+      const written = row(values)
+      expect(decodeRecord(encodeRecord(written))).toEqual(written)
+    }
+    // A version-5 record: this version's record of a row without the new fields, with the header a
+    // version-5 writer gives it (its label, and no null flags past its 28 values).
+    const asVersion5 = (logRow: RequestLogRow) => {
+      const record = Buffer.from(encodeRecord(logRow))
+      record[4] = 5
+      record.writeUInt32LE(record.readUInt32LE(5) & 0x0fffffff, 5)
+      return record
+    }
+    const plain = row()
+    const read = decodeRecord(asVersion5(plain))
+    expect(read).toEqual(plain)
+    expect(read).toMatchObject({ cache: null, savedNanoUsd: null, continued: null, guardrails: null, costNanoUsd: 123_000 })
+    // Its cost is nano-dollars already (version 4's USD conversion is not applied to it).
+    expect(decodeRecord(asVersion5(row({ costNanoUsd: 2 })))?.costNanoUsd).toBe(2)
+    // Relabelled, a record that carries a version-6 field is not a whole version-5 record.
+    for (const values of [{ cache: 'hit' }, { savedNanoUsd: 1 }, { continued: 1 }, { guardrails: '[]' }] satisfies Partial<RequestLogRow>[]) {
+      expect(decodeRecord(asVersion5(row(values)))).toBeUndefined()
+    }
+  })
+
+  test("a request's own record (written field by field on its path) is the row its log batch builds, the new fields included", () => {
+    const context = new RequestContext('chat', 'chat', undefined, undefined, false)
+    context.model = 'openai/gpt-4o-mini'
+    context.cache = 'semantic-hit'
+    context.savedNanoUsd = 41_250
+    context.continued = 2
+    context.guardrails = [
+      { rule: 'email', where: 'input', action: 'mask', count: 3 },
+      { rule: 'moderation', where: 'output', action: 'block', count: 1 },
+    ]
+    context.finish(200, undefined)
+    const logRow = context.logRow()
+    expect(logRow).toMatchObject({ cache: 'semantic-hit', savedNanoUsd: 41_250, continued: 2, guardrails: JSON.stringify(context.guardrails) })
+    expect(decodeRecord(encodeRecord(context))).toEqual(logRow)
+    // A request none of them touched: all four null, in the record as in the row.
+    const plain = new RequestContext('chat', 'chat', undefined, undefined, false)
+    plain.finish(200, undefined)
+    expect(plain.logRow()).toMatchObject({ cache: null, savedNanoUsd: null, continued: null, guardrails: null })
+    expect(decodeRecord(encodeRecord(plain))).toEqual(plain.logRow())
+  })
+
+  test("a request's record has room for its findings however many: the record's bound counts the cache and guardrail texts", () => {
+    // recordTextUnits sizes the record before it is written into the segment's mapping; a text it
+    // leaves out is cut short there, silently, when the texts outgrow the bound's slack.
+    const context = new RequestContext('chat', 'chat', undefined, undefined, false)
+    context.cache = 'semantic-hit'
+    context.guardrails = Array.from({ length: 40 }, (_, index) => ({ rule: `regex-${index}`, where: index % 2 ? ('output' as const) : ('input' as const), action: 'mask', count: index + 1 }))
+    context.finish(200, undefined)
+    expect(context.recordTextUnits()).toBeGreaterThanOrEqual(context.requestId.length + 'semantic-hit'.length + JSON.stringify(context.guardrails).length)
+    expect(decodeRecord(encodeRecord(context))).toEqual(context.logRow())
   })
 
   test('bytes that are not one whole record of this version are refused', () => {

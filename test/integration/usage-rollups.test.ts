@@ -37,34 +37,46 @@ function random(seed: number) {
 function rows(count: number, now: number, seed = 7): RequestLogRow[] {
   const next = random(seed)
   const pick = <T>(values: readonly T[]) => values[Math.floor(next() * values.length)]!
-  return Array.from({ length: count }, (_, index) => ({
-    id: `req-${seed}-${index}`,
-    workspaceId: pick(['ws-a', 'ws-a', 'ws-b']),
-    keyId: pick(['key-1', 'key-2', 'key-3', null]),
-    createdAt: now - Math.floor(next() * 40 * dayMs),
-    endpoint: 'chat',
-    gateway: pick(['openai', 'groq', null]),
-    providerKeyId: null,
-    model: pick(['openai/gpt-4o-mini', 'meta/llama', 'anthropic/claude', null]),
-    upstreamModel: null,
-    status: pick([200, 200, 200, 429, 502, 400]),
-    errorCode: null,
-    stream: false,
-    latencyMs: Math.round(next() * 5000) / 10,
-    overheadMs: next() < 0.2 ? null : Math.round(next() * 100) / 100,
-    ttfbMs: null,
-    attempts: 1,
-    attemptPath: null,
-    stageTimings: null,
-    inputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
-    outputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
-    // Whole nano-dollars (up to $1): integer sums are exact in any order, so the roll-ups' totals compare equal.
-    costNanoUsd: next() < 0.25 ? null : Math.floor(next() * 1_000_000_000),
-    clientIp: null,
-    requestBody: null,
-    enrichment: null,
-  }))
+  return Array.from({ length: count }, (_, index) => {
+    // A fifth answered by the response cache (CONTRACT §15): cost 0, and what it saved (a fifth of those unpriced, so null).
+    const cache = next() < 0.2 ? pick(['hit', 'semantic-hit', 'coalesced'] as const) : null
+    return {
+      id: `req-${seed}-${index}`,
+      workspaceId: pick(['ws-a', 'ws-a', 'ws-b']),
+      keyId: pick(['key-1', 'key-2', 'key-3', null]),
+      createdAt: now - Math.floor(next() * 40 * dayMs),
+      endpoint: 'chat',
+      gateway: pick(['openai', 'groq', null]),
+      providerKeyId: null,
+      model: pick(['openai/gpt-4o-mini', 'meta/llama', 'anthropic/claude', null]),
+      upstreamModel: null,
+      status: pick([200, 200, 200, 429, 502, 400]),
+      errorCode: null,
+      stream: false,
+      latencyMs: Math.round(next() * 5000) / 10,
+      overheadMs: next() < 0.2 ? null : Math.round(next() * 100) / 100,
+      ttfbMs: null,
+      attempts: 1,
+      attemptPath: null,
+      stageTimings: null,
+      inputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
+      outputTokens: next() < 0.3 ? null : Math.floor(next() * 1000),
+      // Whole nano-dollars (up to $1): integer sums are exact in any order, so the roll-ups' totals compare equal.
+      costNanoUsd: cache ? 0 : next() < 0.25 ? null : Math.floor(next() * 1_000_000_000),
+      clientIp: null,
+      requestBody: null,
+      enrichment: null,
+      cache,
+      savedNanoUsd: cache && next() >= 0.2 ? Math.floor(next() * 1_000_000_000) : null,
+      // Not summed by the roll-ups: carried on the row only.
+      continued: next() < 0.05 ? 1 : null,
+      guardrails: next() < 0.05 ? '[{"rule":"email","where":"input","action":"mask","count":1}]' : null,
+    }
+  })
 }
+
+/** A row as a build before the response cache wrote it (a database migrated to before its columns). */
+const beforeCache = (row: RequestLogRow): RequestLogRow => ({ ...row, cache: null, savedNanoUsd: null, continued: null, guardrails: null })
 
 /** The usage of a window computed from the rows themselves (what the API answered before the roll-ups). */
 function fromRows(all: readonly RequestLogRow[], filter: UsageFilter, bucketMs: number) {
@@ -78,6 +90,8 @@ function fromRows(all: readonly RequestLogRow[], filter: UsageFilter, bucketMs: 
     models: new Set(inWindow.filter((row) => row.model !== null).map((row) => row.model)).size,
     costNanoUsd: inWindow.reduce((sum, row) => sum + (row.costNanoUsd ?? 0), 0),
     unpriced: inWindow.filter((row) => row.costNanoUsd === null || row.costNanoUsd === undefined).length,
+    cacheHits: inWindow.filter((row) => row.cache !== null && row.cache !== undefined).length,
+    savedNanoUsd: inWindow.reduce((sum, row) => sum + (row.savedNanoUsd ?? 0), 0),
   }
   const buckets = new Map<number, RequestLogRow[]>()
   for (const row of inWindow) {
@@ -185,6 +199,9 @@ describe('usage roll-ups', () => {
       ]
       for (const [filter, bucketMs] of windows) {
         const expected = fromRows(all, filter, bucketMs)
+        // Each window holds cache answers, and savings to sum.
+        expect(expected.summary.cacheHits).toBeGreaterThan(0)
+        expect(expected.summary.savedNanoUsd).toBeGreaterThan(0)
         expectSameUsage(repositories.requestLogs.summary(filter), expected.summary)
         const series = repositories.requestLogs.series(filter, bucketMs).sort((left, right) => left.bucket - right.bucket)
         expect(series.map((bucket) => bucket.bucket)).toEqual(expected.series.map((bucket) => bucket.bucket))
@@ -207,7 +224,11 @@ describe('usage roll-ups', () => {
       const filter = { workspaceId: 'ws-a', sinceMs: Math.floor(now / dayMs) * dayMs - 40 * dayMs }
       expectSameUsage(repositories.requestLogs.summary(filter), fromRows(batch, filter, dayMs).summary)
       for (const table of ['usage_rollups', 'usage_daily_rollups']) {
-        expect(storage.sqlite.query<{ requests: number }, []>(`select sum(requests) as requests from ${table}`).get()!.requests).toBe(200)
+        expect(storage.sqlite.query<{ requests: number; hits: number; saved: number }, []>(`select sum(requests) as requests, sum(cache_hits) as hits, sum(saved_nano_usd) as saved from ${table}`).get()).toEqual({
+          requests: 200,
+          hits: batch.filter((row) => row.cache !== null).length,
+          saved: batch.reduce((sum, row) => sum + (row.savedNanoUsd ?? 0), 0),
+        })
       }
     })
   })
@@ -220,7 +241,7 @@ describe('usage roll-ups', () => {
       const sqlite = databaseBefore(path, 'CREATE TABLE `usage_rollups`')
       const now = Date.UTC(2026, 10, 23, 9, 30)
       // Written before costs were recorded: each cost unknown.
-      const before = rows(500, now, 5).map((row) => ({ ...row, costNanoUsd: null }))
+      const before = rows(500, now, 5).map((row) => ({ ...beforeCache(row), costNanoUsd: null }))
       const insert = sqlite.prepare(
         'insert into request_logs (id, workspace_id, key_id, created_at, endpoint, gateway, model, status, stream, latency_ms, overhead_ms, attempts, input_tokens, output_tokens) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 1, ?, ?)',
       )
@@ -253,7 +274,7 @@ describe('usage roll-ups', () => {
       const now = Date.UTC(2026, 10, 23, 9, 30)
       // Costs as that build computed them: tokens at $0.30 and $1.20 per million, in USD (a float, not
       // always the exact decimal); here the same in whole nano-dollars. A quarter unpriced.
-      const written = rows(500, now, 9).map((row, index) => ({ ...row, costNanoUsd: index % 4 === 0 ? null : (row.inputTokens ?? 0) * 300 + (row.outputTokens ?? 0) * 1200 }))
+      const written = rows(500, now, 9).map((row, index) => ({ ...beforeCache(row), costNanoUsd: index % 4 === 0 ? null : (row.inputTokens ?? 0) * 300 + (row.outputTokens ?? 0) * 1200 }))
       const usdOf = (row: RequestLogRow) => (row.costNanoUsd === null || row.costNanoUsd === undefined ? null : (row.inputTokens ?? 0) * 0.0000003 + (row.outputTokens ?? 0) * 0.0000012)
       const insert = sqlite.prepare(
         'insert into request_logs (id, workspace_id, key_id, created_at, endpoint, gateway, model, status, stream, latency_ms, overhead_ms, attempts, input_tokens, output_tokens, cost_usd) values (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, 1, ?, ?, ?)',

@@ -3,14 +3,16 @@ import { useMemo, useState } from 'preact/hooks'
 import { api, type InferenceKey, type SeriesItem, type Session, type Summary } from '../api'
 import { TimeChart } from '../chart'
 import { ErrorLine, KeySelect, RangeSelect, Table, useLoad } from '../ui'
+import { usd } from './format-usd'
+
+/** The summary with what the response cache adds (CONTRACT §15): its answers, and the known costs they saved. */
+type UsageSummary = Summary & { cache_hits: number; saved_usd: number }
 
 type Breakdown = { name: string; requests: number }[]
 interface Costs {
   rows: { model: string | null; gateway: string | null; requests: number; input_tokens: number; output_tokens: number; cost_usd: number | null }[]
   totals: { input_tokens: number; output_tokens: number; cost_usd: number; unpriced_requests: number }
 }
-
-const usd = (value: number) => `$${value === 0 ? '0' : value < 0.01 ? value.toPrecision(2) : value.toFixed(2)}`
 
 export function OverviewPage(_props: { session: Session; path: string; refreshSession: () => void }) {
   const [range, setRange] = useState('24h')
@@ -20,7 +22,7 @@ export function OverviewPage(_props: { session: Session; path: string; refreshSe
   const usage = useLoad(
     async () => {
       const [summary, series, byModel, byGateway, costs] = await Promise.all([
-        api<Summary>(`/api/v1/usage/summary?${query}`),
+        api<UsageSummary>(`/api/v1/usage/summary?${query}`),
         api<SeriesItem[]>(`/api/v1/usage/series?${query}`),
         api<Breakdown>(`/api/v1/usage/breakdown?by=model&${query}`),
         api<Breakdown>(`/api/v1/usage/breakdown?by=gateway&${query}`),
@@ -64,6 +66,8 @@ export function OverviewPage(_props: { session: Session; path: string; refreshSe
               <CostCard costs={usage.data.costs} />
             </>
           ) : null}
+          <Card label="cache hits" value={summary.cache_hits.toLocaleString()} />
+          <Card label="saved by the cache" value={usd(summary.saved_usd)} />
         </div>
       ) : null}
       <h3>Requests over time</h3>

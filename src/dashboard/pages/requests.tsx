@@ -1,11 +1,13 @@
 /**
  * The request explorer: recent requests with status, latency and the attempt path
- * (`groq:server-error > openai:ok`), filtered by key, status and model; a row opens its stage
- * timings, tokens and, when the workspace captures bodies, the request body.
+ * (`groq:server-error > openai:ok`), a badge where the cache answered, a stream was continued or a
+ * guardrail found something, filtered by key, status and model; a row opens its stage timings,
+ * tokens, those outcomes and, when the workspace captures bodies, the request body.
  */
 import { useState } from 'preact/hooks'
-import { api, type InferenceKey, type RequestRow, type Session } from '../api'
+import { api, type InferenceKey, type Session } from '../api'
 import { ErrorLine, KeySelect, RangeSelect, Table, useLoad, when } from '../ui'
+import { OutcomeBadges, OutcomeDetail, type ExplorerRow as RequestRow } from './request-outcome'
 
 /** The attempt path as stored (`groq:server-error>openai:ok`), spaced for reading. */
 const pathText = (path: string | null) => (path ? path.split('>').join(' > ') : '–')
@@ -63,6 +65,7 @@ export function RequestsPage(_props: { session: Session; path: string; refreshSe
           { title: 'endpoint', cell: (row) => row.endpoint },
           { title: 'model', cell: (row) => row.model ?? '–' },
           { title: 'status', cell: (row) => <span class={`badge ${row.status >= 200 && row.status < 300 ? 'good' : 'bad'}`}>{row.status}</span> },
+          { title: 'outcome', cell: (row) => <OutcomeBadges row={row} /> },
           { title: 'latency', cell: (row) => `${row.latency_ms.toFixed(1)} ms` },
           { title: 'attempts', cell: (row) => <code>{pathText(row.attempt_path)}</code>, wrap: true },
         ]}
@@ -118,6 +121,7 @@ function Detail({ row, keyName, onClose }: { row: RequestRow; keyName?: string; 
         <dd>{stages.length ? stages.map(([stage, ms]) => `${stage} ${Number(ms).toFixed(2)} ms`).join(' · ') : '–'}</dd>
         <dt>tokens</dt>
         <dd>{row.input_tokens !== null || row.output_tokens !== null ? `${row.input_tokens ?? '?'} in, ${row.output_tokens ?? '?'} out` : 'not reported'}</dd>
+        <OutcomeDetail row={row} />
       </dl>
       <h3>Request body</h3>
       {row.request_body !== null ? <pre>{row.request_body}</pre> : <p class="muted">Not captured (body capture is off in the workspace settings).</p>}

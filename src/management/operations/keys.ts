@@ -1,8 +1,9 @@
-/** The inference-key operations: list, create, get, update, set limits, revoke (API), and rotate. */
+/** The inference-key operations: list, create, get, update, set limits, set the cache, revoke (API), and rotate. */
 import { Type } from '@sinclair/typebox'
 import { badRequest } from '../errors'
 import { createKey, getKey, listKeys, revokeKey, rotateKey, updateKey } from '../keys'
-import { KeyCreateInput, KeyOutput, KeyUpdateInput, LimitsInput } from '../schemas'
+import { CacheInput, KeyCreateInput, KeyOutput, KeyUpdateInput, LimitsInput } from '../schemas'
+import { setKeyCache, type SetCacheInput } from '../cache'
 import { invalidInput, keyNotFound, keyRevoked, readOnly, unauthorized } from './error-statuses'
 import { idSchema, requireString, withoutKeys, type IdBody, type IdInput } from './inputs'
 import type { Operation } from './operation'
@@ -91,7 +92,7 @@ export const keysUpdate = {
   },
   mcp: {
     tool: 'update_api_key',
-    description: 'Update an inference key: label, revoked, allowlist, steering message, timeouts, features, limits.',
+    description: 'Update an inference key: label, revoked, allowlist, steering message, timeouts, features, limits, response cache.',
     input: Type.Composite([idSchema('Inference key UUID.'), KeyUpdateInput]),
     from: (args) => ({ id: requireString(args, 'id'), body: withoutKeys(args, 'id') }),
   },
@@ -115,6 +116,31 @@ export const keysSetLimits = {
     },
   },
 } satisfies Operation<IdBody>
+
+export const keysSetCache = {
+  name: 'keys.set_cache',
+  access: 'write',
+  idempotent: true,
+  run: (deps, actor, input: SetCacheInput) => setKeyCache(deps, actor, input),
+  // The setting as it now stands (defaults filled in; null: off), whatever the door sent.
+  audit: (input, output: { cache: unknown }, deps) => ({ target: inferenceKey(input.id), changes: { cache: output.cache }, workspaceId: keyWorkspace(deps, input.id) }),
+  mcp: {
+    tool: 'set_key_cache',
+    description:
+      "Set an inference key's response cache (replaces the whole setting): {ttl_seconds (1-2592000, default 3600), scope ('key' default, or 'workspace': shared with the workspace's other workspace-scoped keys), semantic (null, or {threshold 0.8-1.0, provider_key_id of an embeddings-capable provider key, model})}; cache null turns it off. Completed answers are then served again to identical requests.",
+    input: Type.Object({ key_id: Type.String({ description: 'Inference key UUID.' }), cache: Type.Union([CacheInput, Type.Null()]) }),
+    from: (args) => {
+      if (!('cache' in args)) throw badRequest('Invalid cache: required (an object, or null to turn the cache off).')
+      return { id: requireString(args, 'key_id'), cache: args.cache }
+    },
+  },
+  dashboard: {
+    method: 'PUT',
+    path: '/keys/:id/cache',
+    body: Type.Object({ cache: Type.Union([CacheInput, Type.Null()]) }),
+    input: ({ params, body }) => ({ id: params.id!, cache: (body as { cache: unknown }).cache }),
+  },
+} satisfies Operation<SetCacheInput>
 
 export const keysRevoke = {
   name: 'keys.revoke',

@@ -44,6 +44,8 @@ export interface ParsedRequest {
   pinnedStep?: PlannedAttempt
   /** `ad_request` and `link_request`, taken out of the body for the stages. */
   siblings: StageSiblings
+  /** A retrieval of an answer a stage keeps (a Responses answer the response cache gave): that stage answers it. */
+  keptAnswerId?: string
 }
 
 /** A set of tool names (the tools the service offered). */
@@ -51,10 +53,21 @@ export interface ToolNames {
   has(name: string): boolean
 }
 
+/** Where a stage's answer is kept for retrieval (the response cache's): the id a Responses answer is issued under. */
+export interface KeptAnswer {
+  providerKeyId: string
+  upstreamId: string
+  /** Unix seconds. */
+  createdAt: number
+}
+
 /** The attempt that serves an answer (the first round's, on a stream), for what the reply says of its origin. */
 export interface Served {
-  step: PlannedAttempt
+  /** Undefined for an answer a stage gave (the response cache's): no gateway serves it now. */
+  step: PlannedAttempt | undefined
   replyKind: ReplyKind
+  /** A stage's answer kept for retrieval: a Responses answer's id names it (stages/stage.ts). */
+  kept?: KeptAnswer
 }
 
 /** Fields the stages attach to a stream's last event, fetched once its text is known. */

@@ -10,7 +10,7 @@
  *   through (a buffered answer as it came, a stream record by record once checked), or the
  *   dialect's own pass-through where it must rewrite something (Responses ids);
  * - otherwise the chain's stages open in turn (stages/chain.ts): they may refuse the request before
- *   routing, pick its first target, screen and bound its calls, wrap them; and where a stage shapes
+ *   routing, answer it themselves (the response cache: answer/given-answer.ts), pick its first target, screen and bound its calls, wrap them; and where a stage shapes
  *   the answer (tools, attached fields, transforms) the answer is decoded into stream parts and
  *   encoded once for the client (answer/tool-loop.ts), buffered or streamed alike. A reply in
  *   another dialect (a messages client on a chat gateway) is decoded and encoded once too.
@@ -20,6 +20,7 @@ import { runRoutedCall, type RoutedCallInput, type RoutePreference } from '../ro
 import type { EndpointHandler } from '../types'
 import type { ClientDialect, ParsedRequest } from './dialect'
 import { failWith, finishFailedRun } from './finish'
+import { givenAnswer } from './given-answer'
 import { relayReply, relayUpstreamError } from './relay'
 import { answerWith, ToolLoop } from './tool-loop'
 
@@ -42,12 +43,14 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
     }
 
     const deadlineAt = context.startedAt + deps.config.deadlineMs
-    const opened = await ChainRun.open(stagesOf(pipeline.stages), { context, deps, parsed, dialect, clientSignal: request.signal, deadlineAt })
+    const opened = await ChainRun.open(stagesOf(pipeline.stages), { context, deps, parsed, dialect, clientSignal: request.signal, deadlineAt, requestHeaders: request.headers })
     const chain = opened.chain
     context.chain = chain
     parsed = opened.parsed as P
     chain.record(1)
     if (opened.refusal) return failWith(context, deps, opened.refusal)
+    // A stage answered in place of a model call (the response cache).
+    if (opened.answer) return givenAnswer(context, deps, dialect, parsed, chain, opened.answer)
     // Tools, attached fields or a transform of the answer: the answer is the stages' to shape.
     const loop = chain.shapesAnswer ? new ToolLoop(context, deps, chain, deadlineAt, request.signal) : undefined
     if (loop?.offersTools) {

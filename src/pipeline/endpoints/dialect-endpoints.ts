@@ -46,7 +46,7 @@ export const chatDialect: ClientDialect<ChatRequest> = {
   toUpstream: (step, parsed) => upstreamCall('/chat/completions', step, parsed.upstreamBody, parsed.raw),
   // Reached for a reply in another kind (the responses-only gateway kind), or one the stages changed.
   writeReply: (_context, _deps, reply, _parsed, served) =>
-    writeChatCompletion(served.replyKind === 'response' ? { ...reply, id: reply.id ? `chatcmpl-${reply.id}` : `chatcmpl-${crypto.randomUUID()}`, model: reply.model || served.step.model } : reply),
+    writeChatCompletion(served.replyKind === 'response' ? { ...reply, id: reply.id ? `chatcmpl-${reply.id}` : `chatcmpl-${crypto.randomUUID()}`, model: reply.model || served.step?.model || '' } : reply),
   encodeStream: (context, _deps, parsed) => encodeChatStream({ id: `chatcmpl-${context.requestId}`, model: parsed.model }, !context.hideUsageChunk),
 }
 

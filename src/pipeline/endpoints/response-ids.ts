@@ -37,6 +37,9 @@ export function issueNativeResponseId(claims: ResponseIdClaims, sign: (text: str
 }
 
 /** A fresh id for a translated response: no gateway id, a random nonce. */
+/** The upstream id of a Responses answer the response cache gave and keeps (no gateway holds it). */
+export const keptResponsePrefix = 'cache:'
+
 export function issueTranslatedResponseId(claims: Omit<ResponseIdClaims, 'upstreamId'>, sign: (text: string) => string): string {
   return issue({ ...claims, upstreamId: '' }, randomBytes(9).toString('base64url'), sign)
 }

@@ -17,7 +17,7 @@ import { failWith, finishJson, finishStream, recordServingAttempt, type StreamEn
 import { isObject, readJsonBody } from '../../http/read-body'
 import { requireModel, siblingsOf, stripRouterFields } from '../request/prepare-chat'
 import { noteResponseModel, readUsage, setRoutingHeaders } from '../answer/respond'
-import { isUnixSeconds, issueNativeResponseId, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
+import { isUnixSeconds, issueNativeResponseId, keptResponsePrefix, issueTranslatedResponseId, readResponseId, responseCreatedAt, responseIdLifetimeMs, type ResponseIdClaims } from './response-ids'
 import { defaultUpstreamTimeoutMs } from '../routing/plan-route'
 import type { Attach, ClientDialect, ParsedRequest, Served, SuccessResult, ToolNames } from '../answer/dialect'
 import { relayUpstreamError } from '../answer/relay'
@@ -28,12 +28,20 @@ type Json = Record<string, any>
 const isNative = (provider: ProviderEntry) => provider.gateway.capabilities.responses !== 'translated'
 
 /** Checks a chained id against the key (SPEC "Responses-chaining codes"); returns the pinned provider. */
-function resolveChain(context: AuthenticatedContext, deps: InferenceDeps, id: unknown, purpose: 'chain' | 'retrieve'): { claims: ResponseIdClaims; provider: ProviderEntry } {
+function resolveChain(context: AuthenticatedContext, deps: InferenceDeps, id: unknown, purpose: 'chain'): { claims: ResponseIdClaims; provider: ProviderEntry }
+function resolveChain(context: AuthenticatedContext, deps: InferenceDeps, id: unknown, purpose: 'retrieve'): { claims: ResponseIdClaims; provider: ProviderEntry | undefined }
+function resolveChain(context: AuthenticatedContext, deps: InferenceDeps, id: unknown, purpose: 'chain' | 'retrieve'): { claims: ResponseIdClaims; provider: ProviderEntry | undefined } {
   const claims = readResponseId(id, deps.sign)
   if (!claims) throw new RouterError('invalid_previous_response_id', purpose === 'retrieve' ? 'This is not a response id this service issued.' : undefined)
   const key = context.key
   if (claims.keyId !== key.id) throw new RouterError('response_chain_wrong_key')
   if (Date.now() - claims.createdAt * 1000 > responseIdLifetimeMs) throw new RouterError('response_chain_expired')
+  // An answer the response cache gave (CONTRACT §15): kept by this service, held by no gateway.
+  if (claims.upstreamId.startsWith(keptResponsePrefix)) {
+    if (purpose === 'chain') throw new RouterError('response_chain_unsupported_target', 'This response was served from the response cache: no gateway holds its state, so it cannot be chained.')
+    if (!key.cache) throw new RouterError('response_not_found', 'This response was served from the response cache, which is off for this key now: it is no longer kept.')
+    return { claims, provider: undefined }
+  }
   const provider = (context.snapshot ?? deps.snapshots.current()).providers.get(claims.providerKeyId)
   const onKey = key.rule.targets.some((target) => target.providerKeyId === claims.providerKeyId)
   if (!provider || provider.disabled || !onKey) throw new RouterError('response_chain_target_unavailable')
@@ -237,8 +245,14 @@ function setMode(context: AuthenticatedContext, provider: ProviderEntry) {
 
 /** The shell of a Response this service writes (translated mode, or an answer its stages made). */
 function responseShell(deps: InferenceDeps, context: AuthenticatedContext, parsed: ResponsesRequest, served: Served, upstreamId?: string, upstreamCreatedAt?: number): ResponseShell {
+  // A stage's answer kept for retrieval (the response cache's) is issued the id it is kept under.
+  const kept = served.kept
+  if (kept) {
+    upstreamId = kept.upstreamId
+    upstreamCreatedAt = kept.createdAt
+  }
   const createdAt = upstreamCreatedAt ?? Math.floor(Date.now() / 1000)
-  const id = idIssuer(deps, served.step.provider.id, context.key.id)(upstreamId ?? '', createdAt)
+  const id = idIssuer(deps, kept?.providerKeyId ?? served.step!.provider.id, context.key.id)(upstreamId ?? '', createdAt)
   return { id, model: parsed.model, createdAt, request: parsed.upstreamBody }
 }
 
@@ -317,7 +331,7 @@ export const responsesDialect: ClientDialect<ResponsesRequest> = {
     noteResponseModel(context, value.model)
     return finishJson(context, deps, 200, { ...rewriteResponse(value, issueId(value.id, value.created_at), parsed.previousId, stages?.hiddenTools), ...stages?.extras })
   },
-  served: (context, served) => setMode(context, served.step.provider),
+  served: (context, served) => served.step && setMode(context, served.step.provider),
   writeReply(context, deps, reply, parsed, served) {
     // A native gateway's last response holds the whole exchange: our id for it can anchor a chain.
     const native = served.replyKind === 'response'
@@ -351,6 +365,8 @@ export const responsesRetrieveDialect: ClientDialect<RetrieveRequest> = {
   attachesToStream: false,
   async parse(context, _request, route, deps) {
     const { claims, provider } = resolveChain(context, deps, route.parameter, 'retrieve')
+    // Kept by the response cache: its stage answers the retrieval (stages/cache), no gateway is called.
+    if (!provider) return { model: '', stream: false, operation: 'responses', upstreamBody: {}, siblings: noSiblings, claims: claims as RetrieveRequest['claims'], id: route.parameter!, keptAnswerId: claims.upstreamId }
     const upstreamTimeoutMs = context.key.upstreamTimeoutMs ?? defaultUpstreamTimeoutMs
     return {
       model: '',
@@ -363,7 +379,11 @@ export const responsesRetrieveDialect: ClientDialect<RetrieveRequest> = {
       pinnedStep: { kind: 'attempt', provider, gateway: provider.gateway.id, model: '', remap: false, failoverTimeoutMs: upstreamTimeoutMs, upstreamTimeoutMs },
     }
   },
-  toUpstream: (_step, parsed) => ({ method: 'GET', path: `/responses/${encodeURIComponent(parsed.claims.upstreamId)}`, body: undefined }),
+  toUpstream(_step, parsed) {
+    // A kept answer is the response cache's to give: no gateway has it (reached only if the cache could not answer).
+    if (parsed.keptAnswerId) throw new RouterError('response_not_found', 'This response was served from the response cache and is no longer kept.')
+    return { method: 'GET', path: `/responses/${encodeURIComponent(parsed.claims.upstreamId)}`, body: undefined }
+  },
   async passThrough(context, deps, result, parsed) {
     recordServingAttempt(context, result)
     const provider = result.step.provider

@@ -222,17 +222,24 @@ export class LimitedRequest implements SpendCap {
  * Admits the request or answers why not (a refusal to send in the key's envelope). Sets the
  * RateLimit headers, and the request's LimitedRequest (its ticket, its plan) on the context.
  */
-export function admitLimited(context: AuthenticatedContext, deps: InferenceDeps, limits: KeyLimits, parsed: ParsedRequest): RouterError | undefined | Promise<RouterError | undefined> {
+export function admitLimited(
+  context: AuthenticatedContext,
+  deps: InferenceDeps,
+  limits: KeyLimits,
+  parsed: ParsedRequest,
+  /** The request is answered without a model call (the response cache): only its count matters. */
+  answered = false,
+): RouterError | undefined | Promise<RouterError | undefined> {
   const limited = new LimitedRequest(context, deps.limiter, limits, parsed.operation, parsed.stream)
   context.limited = limited
   let worst = 0
-  // A retrieval (pinned to the provider key holding a response) bills nothing.
-  if (limited.usdCap && !parsed.pinnedStep) {
+  // A retrieval (pinned to the provider key holding a response) bills nothing; nor does an answered request.
+  if (limited.usdCap && !parsed.pinnedStep && !answered) {
     const priced = limited.price(context, deps, parsed)
     if (priced instanceof RouterError) return priced
     worst = priced
   }
-  const admission = deps.limiter.admit(context.key.id, context.key.workspaceId, limits, worst, context.requestId, context.createdAt)
+  const admission = deps.limiter.admit(context.key.id, context.key.workspaceId, limits, worst, context.requestId, context.createdAt, answered)
   return admission instanceof Promise ? admission.then((ready) => admitted(context, limited, ready)) : admitted(context, limited, admission)
 }
 

@@ -136,21 +136,24 @@ export class KeyLimiter {
    * Admits a request of a limited key, or says why not. `worst`: its worst-case cost in nano-dollars
    * (0 when the key has no USD cap); a worst case that is not a whole number of nano-dollars a plain
    * number holds exactly (a request asking for more than any cap) is refused, never added. Awaits
-   * the first read of the key's ledger.
+   * the first read of the key's ledger. `requestsOnly`: a request answered without a model call (the
+   * response cache's), which counts toward the requests per minute and no other window (CONTRACT §15).
    */
-  admit(keyId: string, workspaceId: string, limits: KeyLimits, worst: number, requestId: string, createdAt: number): Admission | Promise<Admission> {
+  admit(keyId: string, workspaceId: string, limits: KeyLimits, worst: number, requestId: string, createdAt: number, requestsOnly = false): Admission | Promise<Admission> {
     const ledger = this.prepared(keyId, workspaceId)
     const loading = this.ready(ledger)
     // Synchronous once the ledger has been read: no promise on a limited key's every request.
-    return loading ? loading.then(() => this.decide(ledger, limits, worst, requestId, createdAt)) : this.decide(ledger, limits, worst, requestId, createdAt)
+    return loading
+      ? loading.then(() => this.decide(ledger, limits, worst, requestId, createdAt, requestsOnly))
+      : this.decide(ledger, limits, worst, requestId, createdAt, requestsOnly)
   }
 
-  private decide(ledger: KeyLedger, limits: KeyLimits, worst: number, requestId: string, createdAt: number): Admission {
+  private decide(ledger: KeyLedger, limits: KeyLimits, worst: number, requestId: string, createdAt: number, requestsOnly: boolean): Admission {
     const now = Date.now()
     ledger.usedAt = now
     const totals = ledger.totals(now)
     const windows = this.windows(limits, totals, now)
-    const refusal = this.refusal(ledger, windows, worst, now, true)
+    const refusal = this.refusal(ledger, requestsOnly ? windows.filter((window) => window.name === 'rpm') : windows, worst, now, true)
     if (refusal) return { ticket: undefined, headers: this.headers(ledger, limits, windows), refusal }
     const ticket = ledger.take(worst, requestId, createdAt)
     // The headers count this request (and its reservation) in.

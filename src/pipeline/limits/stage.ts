@@ -20,9 +20,10 @@ export const spendLimitsStage: Stage = {
     return deps.limiter.prepare(key.id, key.workspaceId)
   },
   answered: limitFields,
-  async open({ context, deps, parsed }): Promise<StageRun | undefined> {
+  async open({ context, deps, parsed, answered }): Promise<StageRun | undefined> {
     const limits = context.key.limits!
-    let refused = admitLimited(context, deps, limits, parsed)
+    // An answered request (the response cache's) counts toward the requests per minute only (CONTRACT §15).
+    let refused = admitLimited(context, deps, limits, parsed, answered)
     if (refused instanceof Promise) refused = await refused
     const limited = context.limited as LimitedRequest
     return {

@@ -16,6 +16,7 @@ import { findGateway, providerBaseUrl } from '../../gateways/catalog'
 import { authHeaders } from '../../gateways/client'
 import { compileKeyPipeline } from '../stages/registry'
 import { parseStoredLimits } from '../../domain/key-limits'
+import { parseStoredCache } from '../../domain/cache-settings'
 import { buildGatewayCatalog, type GatewayCatalog } from '../../gateways/model-catalog'
 import { pricingOfStoredObject, type ModelPricing } from '../../gateways/model-prices'
 import { compileAllowlist } from '../../net/ip-allowlist'
@@ -75,7 +76,7 @@ class EntryMaker {
   }
 
   workspace(row: WorkspaceRow): WorkspaceEntry {
-    return { id: row.id, suspended: row.suspended === 1, allowlist: this.allowlist(row.allowedIps), steeringMessage: row.steeringMessage, captureBodies: row.captureBodies === 1 }
+    return { id: row.id, suspended: row.suspended === 1, allowlist: this.allowlist(row.allowedIps), steeringMessage: row.steeringMessage, captureBodies: row.captureBodies === 1, cachePurgedAt: row.cachePurgedAt ?? 0 }
   }
 
   /** Undefined for an unknown gateway kind or a secret that cannot be decrypted (logged). */
@@ -130,6 +131,7 @@ class EntryMaker {
       rule,
       mcpServers: key.mcpServers.length === 0 ? noMcpServers : key.mcpServers,
       limits: parseStoredLimits(key.limits),
+      cache: parseStoredCache(key.cache, key.cachePurgedAt, workspace?.cachePurgedAt),
     }
     return { ...entry, pipeline: compileKeyPipeline(entry, workspace, this.deps.config) }
   }

@@ -131,6 +131,14 @@ export class RequestContext {
   rounds: { step: PlannedAttempt; usage: Usage | undefined }[] | undefined
   /** A stream's answer went out to the client (a byte of it was sent): it is an answer, whatever ends it. */
   answerStarted = false
+  /** The response cache's part in the answer (CONTRACT §15): it came from the cache, or from an identical request in flight. */
+  cache: 'hit' | 'semantic-hit' | 'coalesced' | undefined
+  /** What a cached answer saved: the cost of the answer it repeats, nano-dollars (null: that was unpriced). */
+  savedNanoUsd: number | null | undefined
+  /** Mid-stream continuations the answer took (CONTRACT §16). */
+  continued: number | undefined
+  /** Guardrail findings (CONTRACT §17), never the matched text. */
+  guardrails: { rule: string; where: 'input' | 'output'; action: string; count: number }[] | undefined
   /** The request's SERVER span when traces are on (observability/tracing.ts); undefined otherwise. */
   span: Span | undefined
   /** The model the upstream's answer names, for the span (read only while traced). */
@@ -148,8 +156,9 @@ export class RequestContext {
   private planAt = 0
   private upstreamAt = 0
   /** What the log records about the answer, set once by finish(). */
-  private status = 0
-  private errorCode: string | undefined
+  /** The answer's status and error code, once finished (finish()). */
+  status = 0
+  errorCode: string | undefined
   private finishedAt = 0
   private captureBodies = false
 
@@ -248,7 +257,16 @@ export class RequestContext {
     if (this.clientIpResolved) units += this.resolvedClientIp?.length ?? 0
     if (this.captureBodies) units += this.requestBody?.length ?? 0
     units += this.enrichment?.length ?? 0
+    units += (this.cache?.length ?? 0) + (this.guardrailsText()?.length ?? 0)
     return units
+  }
+
+  private guardrailsJson: string | undefined
+
+  /** The guardrail findings as the row keeps them (JSON), made once, when the request is done. */
+  private guardrailsText(): string | undefined {
+    if (!this.guardrails) return undefined
+    return (this.guardrailsJson ??= JSON.stringify(this.guardrails))
   }
 
   /**
@@ -284,6 +302,11 @@ export class RequestContext {
     writer.text(this.captureBodies ? this.requestBody : undefined)
     writer.text(this.enrichment)
     writer.number(this.costNanoUsd)
+    writer.text(this.cache)
+    writer.number(this.savedNanoUsd)
+    writer.number(this.continued)
+    // A key without guardrails makes no text here (CONTRACT §17: it pays nothing for them).
+    writer.text(this.guardrailsText())
   }
 
   /** The request-log row (built by the log queue's flush, off the request path): the journal record's values. */
@@ -315,6 +338,10 @@ export class RequestContext {
       requestBody: this.captureBodies ? (this.requestBody ?? null) : null,
       enrichment: this.enrichment ?? null,
       costNanoUsd: this.costNanoUsd,
+      cache: this.cache ?? null,
+      savedNanoUsd: this.savedNanoUsd ?? null,
+      continued: this.continued ?? null,
+      guardrails: this.guardrailsText() ?? null,
     }
   }
 }

@@ -14,7 +14,7 @@ import type { AuthenticatedContext } from '../request/context'
 import type { PlannedAttempt, PlanStep, RoutePlan } from '../routing/plan-route'
 import type { AttemptWatch, CallHooks, RoutedCallInput, RoutePreference, UpstreamCall } from '../routing/routed-call'
 import type { RunResult } from '../routing/run-attempts'
-import type { OfferedTool, Stage, StageRequest, StageRun } from './stage'
+import type { OfferedTool, Stage, StageAnswer, StageRequest, StageRun } from './stage'
 
 /**
  * A key's compiled chain's entries as stages. The floor describes the chain as plain data
@@ -25,12 +25,14 @@ export function stagesOf(entries: readonly ChainEntry[]): readonly Stage[] {
   return entries as readonly Stage[]
 }
 
-/** How a chain's opening ended: the request answered now (a refusal), or the route it takes. */
+/** How a chain's opening ended: the request answered now (a refusal, or a stage's own answer), or the route it takes. */
 export interface ChainStart {
   chain: ChainRun
   /** The request as the stages rewrote it. */
   parsed: ParsedRequest
   refusal: RouterError | undefined
+  /** A stage's answer in place of a model call (the response cache's). */
+  answer: StageAnswer | undefined
   preference: RoutePreference | undefined
 }
 
@@ -41,15 +43,18 @@ export class ChainRun implements CallHooks {
   /**
    * Opens the key's stages in order, each on the request as the ones before it left it: its rewrite,
    * then its decision before routing (a refusal stops here: the stages after it are never opened, so
-   * a refused request makes no call of theirs).
+   * a refused request makes no call of theirs). A stage that answers (the response cache) does not
+   * stop the opening: the stages after it open knowing the request is answered (a spend cap counts
+   * it, and may refuse it), and the ones that act on model calls sit out.
    */
-  static async open(stages: readonly Stage[], request: StageRequest): Promise<ChainStart> {
+  static async open(stages: readonly Stage[], request: Omit<StageRequest, 'answered'>): Promise<ChainStart> {
     const chain = new ChainRun(request.context)
     let parsed = request.parsed
     let preference: RoutePreference | undefined
+    let answer: StageAnswer | undefined
     for (const stage of stages) {
       if (!stage.open) continue
-      let run = stage.open({ ...request, parsed })
+      let run = stage.open({ ...request, parsed, answered: answer !== undefined })
       if (run instanceof Promise) run = await run
       if (!run) continue
       chain.runs.push(run)
@@ -57,11 +62,12 @@ export class ChainRun implements CallHooks {
       if (run.beforeRouting) {
         let outcome = run.beforeRouting(parsed)
         if (outcome instanceof Promise) outcome = await outcome
-        if (outcome?.refusal) return { chain, parsed, refusal: outcome.refusal, preference }
+        if (outcome?.refusal) return { chain, parsed, refusal: outcome.refusal, answer: undefined, preference }
+        if (outcome?.answer && !answer) answer = outcome.answer
         if (outcome?.prefer) preference = outcome.prefer
       }
     }
-    return { chain, parsed, refusal: undefined, preference }
+    return { chain, parsed, refusal: undefined, answer, preference }
   }
 
   /** Whether any stage acts on the answer itself (tools, attached fields, transforms): then it is not passed through as bytes. */

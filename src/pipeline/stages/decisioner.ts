@@ -102,7 +102,9 @@ function header(parts: readonly string[]): string {
 export const decisionerStage: Stage = {
   name: 'decisioner',
   appliesTo: (key, flags) => flags.decisionerEnabled && key.rule.decisioner !== null,
-  open({ context, deps, dialect }): StageRun | undefined {
+  open({ context, deps, dialect, answered }): StageRun | undefined {
+    // An answered request (the response cache's) calls no model: there is no target to pick.
+    if (answered) return undefined
     if (!dialect.enriched) return undefined
     let record: { header: string; ms?: number } | undefined
     return {

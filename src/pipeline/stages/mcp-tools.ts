@@ -31,8 +31,9 @@ interface CallRecord {
 export const mcpToolsStage: Stage = {
   name: 'mcp',
   appliesTo: (key) => key.mcpServers.length > 0,
-  async open({ context, deps, parsed, dialect, deadlineAt }: StageRequest): Promise<StageRun | undefined> {
-    if (!dialect.enriched) return undefined
+  async open({ context, deps, parsed, dialect, deadlineAt, answered }: StageRequest): Promise<StageRun | undefined> {
+    // An answered request (the response cache's) has no model round to offer tools to.
+    if (!dialect.enriched || answered) return undefined
     const servers = context.key.mcpServers
     const started = performance.now()
     const lists = await Promise.all(servers.map((server) => deps.mcpServers.tools(server, deadlineAt - performance.now())))

@@ -5,13 +5,16 @@
  * and its requests take the straight path (answer/handler.ts: bytes relayed where the dialects match).
  *
  * The order: steering rewrites the request first, so everything after it (a spend cap's price among
- * them) sees the request as it goes upstream; the spend cap admits it before anything calls out (the
- * decisioner's call included); the decisioner picks the target; the tools, attached fields and traces
+ * them, the cache's entry key) sees the request as it goes upstream; the response cache answers a
+ * hit before anything else acts (a hit skips the decisioner and the plan; the spend cap after it
+ * counts the hit as a request and nothing more); the spend cap admits the rest before anything calls
+ * out (the decisioner's call included); the decisioner picks the target; the tools, attached fields and traces
  * then shape the call and the answer; body capture only sets what the log row keeps.
  */
 import type { CompiledChain } from '../../domain/read-model'
 import type { KeyEntry, WorkspaceEntry } from '../read-model/entries'
 import { steeringStage } from './steering'
+import { responseCacheStage } from './cache/stage'
 import { spendLimitsStage } from '../limits/stage'
 import { decisionerStage } from './decisioner'
 import { mcpToolsStage } from './mcp-tools'
@@ -22,7 +25,7 @@ import { bodyCaptureStage } from './body-capture'
 import type { ChainSettings, FeatureFlags, KeyFeatures, Stage } from './stage'
 
 /** Every stage, in the order it acts on a request. */
-const stages: Stage[] = [steeringStage, spendLimitsStage, decisionerStage, mcpToolsStage, companionAdsStage, keytermLinksStage, tracingStage, bodyCaptureStage]
+const stages: Stage[] = [steeringStage, responseCacheStage, spendLimitsStage, decisionerStage, mcpToolsStage, companionAdsStage, keytermLinksStage, tracingStage, bodyCaptureStage]
 
 /**
  * Adds a stage to the registry, after the ones there (or before the one named `before`): a feature

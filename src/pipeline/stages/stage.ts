@@ -21,7 +21,7 @@ import type { AssistantResult } from '../../dialects/assistant-result'
 import type { StreamPart } from '../../dialects/stream-parts'
 import type { RouterError } from '../../errors/router-error'
 import type { Config } from '../../config/env'
-import type { ClientDialect, ParsedRequest } from '../answer/dialect'
+import type { ClientDialect, KeptAnswer, ParsedRequest } from '../answer/dialect'
 import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/entries'
 import type { AuthenticatedContext, RequestContext } from '../request/context'
 import type { PlannedAttempt, PlanStep, RoutePlan } from '../routing/plan-route'
@@ -62,11 +62,38 @@ export interface StageRequest {
   clientSignal: AbortSignal | undefined
   /** The request deadline (performance.now() time). */
   deadlineAt: number
+  /** The client's request headers (the response cache reads `Cache-Control`). */
+  requestHeaders: Headers
+  /**
+   * A stage before this one answered the request (the response cache): no model call follows, so a
+   * stage that acts on calls sits out, and one that counts requests counts it as one that calls nothing.
+   */
+  answered: boolean
 }
 
-/** What a stage decides before routing: a refusal that answers the request now, or the target tried first. */
+/**
+ * An answer a stage gives before routing, in place of a model call (the response cache's): a reply
+ * in neutral form, written in the client's shape and streamed from it when the client streams; or
+ * parts as they come (an identical request's answer in flight); or a body of the client's own kind
+ * sent as it is (an embeddings list, a kept Response). The answer path (answer/given-answer.ts)
+ * writes it with fresh ids, through the transforming and attaching stages after this one.
+ */
+export interface StageAnswer {
+  reply?: AssistantResult
+  /** The parts, called once when the answer is written (never for a request refused after this stage answered). */
+  parts?: () => ReadableStream<StreamPart>
+  body?: unknown
+  /** A Responses answer is given an id that names this provider key and upstream id (`kept`: the answer is kept for retrieval). */
+  kept?: KeptAnswer
+  /** Given the answer as written for the client, buffered (for a stream: once it ended whole). */
+  written?(body: unknown): void
+}
+
+
+/** What a stage decides before routing: a refusal that answers the request now, an answer of its own, or the target tried first. */
 export interface RouteOutcome {
   refusal?: RouterError
+  answer?: StageAnswer
   prefer?: RoutePreference
 }
 
@@ -75,7 +102,11 @@ export interface StageRun {
   readonly name: string
   /** Rewrites the request (the chain passes the result to the next stage and to routing). */
   rewrite?(parsed: ParsedRequest): ParsedRequest
-  /** Before routing: a refusal answers the request now; a preference puts a target first. */
+  /**
+   * Before routing: a refusal answers the request now; an answer is given in place of a model call
+   * (the stages after this one still open, with `answered` set, and may refuse it); a preference puts
+   * a target first.
+   */
   beforeRouting?(parsed: ParsedRequest): RouteOutcome | undefined | Promise<RouteOutcome | undefined>
   /** Tools it offers beside the client's own (names already unique among them), run between model rounds. */
   readonly tools?: readonly OfferedTool[]

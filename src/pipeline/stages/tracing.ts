@@ -10,7 +10,9 @@ import type { Stage } from './stage'
 export const tracingStage: Stage = {
   name: 'tracing',
   appliesTo: (_key, flags) => flags.tracing !== undefined,
-  open({ context, deps }) {
+  open({ context, deps, answered }) {
+    // An answered request (the response cache's) makes no attempt to trace.
+    if (answered) return undefined
     const tracing = deps.tracing
     const parent = context.span
     if (!tracing || !parent) return undefined

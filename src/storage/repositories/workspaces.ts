@@ -13,6 +13,8 @@ export interface WorkspaceSettingsPatch {
   steeringMessage?: string | null
   captureBodies?: boolean
   suspended?: boolean
+  /** The last purge of the workspace's shared response cache entries (Unix ms). */
+  cachePurgedAt?: number
 }
 
 export function createWorkspaceRepository(db: Db, onWrite: (change?: ConfigChange) => void) {
@@ -39,6 +41,7 @@ export function createWorkspaceRepository(db: Db, onWrite: (change?: ConfigChang
       if (patch.steeringMessage !== undefined) values.steeringMessage = patch.steeringMessage
       if (patch.captureBodies !== undefined) values.captureBodies = patch.captureBodies
       if (patch.suspended !== undefined) values.suspended = patch.suspended
+      if (patch.cachePurgedAt !== undefined) values.cachePurgedAt = patch.cachePurgedAt
       if (Object.keys(values).length === 0) return this.get(id)
       const updated = db.update(workspaces).set(values).where(eq(workspaces.id, id)).returning().get()
       onWrite({ table: 'workspaces', id })

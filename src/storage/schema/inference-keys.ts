@@ -33,6 +33,14 @@ export const inferenceKeys = sqliteTable(
      * usd_per_day, usd_per_month}` (each a positive number or null); null when none is set.
      */
     limits: text('limits'),
+    /** The response cache (CONTRACT §15) as JSON `{ttl_seconds, scope, semantic}`; null: off. */
+    cache: text('cache'),
+    /** When the key's own cache entries were last purged (Unix ms): older entries are never served, on any node. */
+    cachePurgedAt: integer('cache_purged_at'),
+    /** Mid-stream continuation (CONTRACT §16) as JSON `{max_hops}`; null: off. */
+    continuation: text('continuation'),
+    /** Guardrails (CONTRACT §17) as JSON `{mode, input, output}`; null: off. */
+    guardrails: text('guardrails'),
     createdAt: text('created_at').notNull(),
     lastUsedAt: text('last_used_at'),
     revokedAt: text('revoked_at'),

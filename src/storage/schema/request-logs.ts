@@ -39,6 +39,14 @@ export const requestLogs = sqliteTable(
     requestBody: text('request_body'),
     /** What enrichment stages did (JSON), e.g. `{"mcp":{"rounds":2,"calls":[…]}}`; null when none ran. */
     enrichment: text('enrichment'),
+    /** The response cache's part (CONTRACT §15): `hit`, `semantic-hit` or `coalesced` when the answer came from it; null otherwise. */
+    cache: text('cache'),
+    /** What a cached answer saved: the cost of the answer it repeats, nano-dollars; null when that was unpriced or the row is no cache answer. */
+    savedNanoUsd: integer('saved_nano_usd'),
+    /** Mid-stream continuations the answer took (CONTRACT §16); null: none. */
+    continued: integer('continued'),
+    /** Guardrail findings (CONTRACT §17) as JSON `[{rule, where, action, count}]`; null: none. */
+    guardrails: text('guardrails'),
   },
   (table) => [
     // One index: every usage query filters by workspace and time (a key filter narrows within it).
@@ -82,6 +90,9 @@ function rollupTable(name: string, startColumn: string) {
       /** The rows' known costs summed, whole nano-dollars; the rows whose cost is unknown are counted in `unpriced`. */
       costNanoUsd: integer('cost_nano_usd').notNull().default(0),
       unpriced: integer('unpriced').notNull().default(0),
+      /** Answers the response cache gave (CONTRACT §15), and what they saved, nano-dollars. */
+      cacheHits: integer('cache_hits').notNull().default(0),
+      savedNanoUsd: integer('saved_nano_usd').notNull().default(0),
     },
     (table) => [primaryKey({ columns: [table.workspaceId, table.start, table.keyId, table.model, table.gateway] })],
   )

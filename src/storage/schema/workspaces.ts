@@ -9,6 +9,8 @@ export const workspaces = sqliteTable('workspaces', {
   allowedIps: text('allowed_ips').notNull().default('[]'),
   steeringMessage: text('steering_message'),
   captureBodies: integer('capture_bodies', { mode: 'boolean' }).notNull().default(false),
+  /** When the workspace's shared response cache entries were last purged (Unix ms): older ones are never served, on any node. */
+  cachePurgedAt: integer('cache_purged_at'),
   suspended: integer('suspended', { mode: 'boolean' }).notNull().default(false),
   createdAt: text('created_at').notNull(),
 })

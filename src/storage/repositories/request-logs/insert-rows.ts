@@ -10,8 +10,8 @@ export function prepareRowInserts(db: Db, rollUp: RollUp) {
   // both are prepared once. The query builder would cost tens of microseconds a row.
   const columns = `id, workspace_id, key_id, created_at, endpoint, gateway, provider_key_id, model, upstream_model,
       status, error_code, stream, latency_ms, overhead_ms, ttfb_ms, attempts, attempt_path, stage_timings, input_tokens,
-      output_tokens, cost_nano_usd, client_ip, request_body, enrichment`
-  const columnCount = 24
+      output_tokens, cost_nano_usd, client_ip, request_body, enrichment, cache, saved_nano_usd, continued, guardrails`
+  const columnCount = 28
   const rowsPerStatement = 32
   const placeholders = `(${new Array(columnCount).fill('?').join(', ')})`
   const insertOne = db.$client.prepare(`insert into request_logs (${columns}) values ${placeholders}`)
@@ -47,6 +47,10 @@ export function prepareRowInserts(db: Db, rollUp: RollUp) {
     target[offset + 21] = row.clientIp ?? null
     target[offset + 22] = row.requestBody ?? null
     target[offset + 23] = row.enrichment ?? null
+    target[offset + 24] = row.cache ?? null
+    target[offset + 25] = row.savedNanoUsd ?? null
+    target[offset + 26] = row.continued ?? null
+    target[offset + 27] = row.guardrails ?? null
   }
   const oneParameters: (string | number | null)[] = new Array(columnCount)
   const insertBatch = db.$client.transaction((rows: RequestLogRow[]): number => {

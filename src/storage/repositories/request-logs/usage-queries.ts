@@ -33,6 +33,8 @@ export function prepareUsageQueries(db: Db) {
     overheadCount: sql<number>`coalesce(sum(${table.overheadCount}), 0)`,
     costNanoUsd: sql<number>`coalesce(sum(${table.costNanoUsd}), 0)`,
     unpriced: sql<number>`coalesce(sum(${table.unpriced}), 0)`,
+    cacheHits: sql<number>`coalesce(sum(${table.cacheHits}), 0)`,
+    savedNanoUsd: sql<number>`coalesce(sum(${table.savedNanoUsd}), 0)`,
   })
   const rowSums = () => ({
     requests: count(),
@@ -43,8 +45,10 @@ export function prepareUsageQueries(db: Db) {
     overheadCount: count(requestLogs.overheadMs),
     costNanoUsd: sql<number>`coalesce(sum(${requestLogs.costNanoUsd}), 0)`,
     unpriced: sql<number>`coalesce(sum(case when ${requestLogs.costNanoUsd} is null then 1 else 0 end), 0)`,
+    cacheHits: sql<number>`coalesce(sum(case when ${requestLogs.cache} is not null then 1 else 0 end), 0)`,
+    savedNanoUsd: sql<number>`coalesce(sum(${requestLogs.savedNanoUsd}), 0)`,
   })
-  const emptySums = () => ({ requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, costNanoUsd: 0, unpriced: 0 })
+  const emptySums = () => ({ requests: 0, errors: 0, latencySum: 0, latencyCount: 0, overheadSum: 0, overheadCount: 0, costNanoUsd: 0, unpriced: 0, cacheHits: 0, savedNanoUsd: 0 })
   type UsageSums = ReturnType<typeof emptySums>
   const addSums = (target: UsageSums, row: Record<keyof UsageSums, number>) => {
     for (const name of Object.keys(target) as (keyof UsageSums)[]) target[name] += Number(row[name])
@@ -95,7 +99,9 @@ export function prepareUsageQueries(db: Db) {
     },
     /**
      * The usage of a window, from the roll-ups and the rows of its first, partial hour (see `window`);
-     * `costNanoUsd` the known costs summed in whole nano-dollars, `unpriced` the requests of unknown cost.
+     * `costNanoUsd` the known costs summed in whole nano-dollars, `unpriced` the requests of unknown cost,
+     * `cacheHits` the answers the response cache gave and `savedNanoUsd` their known savings summed
+     * (CONTRACT §15).
      */
     summary(filter: UsageFilter) {
       const { parts, edge } = window(filter)
@@ -117,6 +123,8 @@ export function prepareUsageQueries(db: Db) {
         models: models.size,
         costNanoUsd: Number(total.costNanoUsd),
         unpriced: Number(total.unpriced),
+        cacheHits: Number(total.cacheHits),
+        savedNanoUsd: Number(total.savedNanoUsd),
       }
     },
     /** Usage grouped by bucket start (ms), where the bucket is `floor(time / size) * size` (size a whole number of hours). */

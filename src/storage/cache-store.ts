@@ -1,0 +1,545 @@
+/**
+ * The response cache's node-local store (CONTRACT §15 "Storage"): its own SQLite file, never the
+ * main database and never in LiteFS's mount, because every node keeps its own cache. Reads are
+ * synchronous on the serving thread (a hit is one read by primary key); writes (new entries, the
+ * LRU stamps of hits, the size bound, the minute's prune) go to a writer thread (cache-worker.ts)
+ * that batches them in transactions, so the serving thread never waits for a write lock or an fsync.
+ * The file holds prompts' answers, so it is owner-only (0600) from its first byte, like the database.
+ */
+import { Database, type Statement } from 'bun:sqlite'
+import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
+import { dirname } from 'node:path'
+import { workerEntry } from '../worker-entry'
+
+export interface CachedEntry {
+  /** The stored answer as the cache stage wrote it (JSON). */
+  value: string
+  /** Unix ms. */
+  createdAt: number
+  /** The gateway that served the stored answer. */
+  gateway: string
+  /** What the original answer cost, nano-USD; null when it was unpriced. */
+  costNanoUsd: number | null
+}
+
+export interface CacheWrite {
+  /** Hex SHA-256 of the canonical request (the cache stage computes it). */
+  key: string
+  workspaceId: string
+  /** The key's id for a key-scoped entry; undefined for a workspace-scoped one. */
+  keyId: string | undefined
+  model: string
+  createdAt: number
+  expiresAt: number
+  gateway: string
+  costNanoUsd: number | null
+  value: string
+  /** The semantic tier's partition: the entry's key without the last user turn's text (hex). */
+  semanticKey?: string
+  /** The last user turn's embedding. */
+  embedding?: Float32Array
+}
+
+export interface SemanticCandidate {
+  key: string
+  embedding: Float32Array
+  createdAt: number
+}
+
+export interface CacheStats {
+  entries: number
+  /** The sum of the entries' `bytes`: what the bound counts. */
+  bytes: number
+  /** Entries deleted to keep under the bound since this store was opened. */
+  evictions: number
+}
+
+/** What the store logs (storage/ sits below observability/: any Logger fits). */
+export interface CacheStoreLogger {
+  warn(event: string, fields?: Record<string, unknown>): void
+}
+
+export interface CacheStoreOptions {
+  /** The bound on the entries' bytes and on the file's used pages (RT_CACHE_MAX_MB × 1 MiB). */
+  maxBytes: number
+  now?: () => number
+  logger?: CacheStoreLogger
+  /** Told how many entries the writer deleted to keep under the bound, after each batch that did. */
+  onEvict?: (count: number) => void
+  /**
+   * How often the store prunes expired entries by itself, on its writer thread; default a minute,
+   * 0 never (a thread that serves no requests: the scheduler's, whose `cache-prune` job prunes).
+   */
+  pruneEveryMs?: number
+}
+
+/** The layout's version (PRAGMA user_version): a file of another version is emptied and made anew. */
+export const cacheSchemaVersion = 1
+/** PRAGMA application_id of a cache file ("RTC1"): a file without it that holds tables is not ours. */
+export const cacheApplicationId = 0x52544331
+/** Counted per row besides the value and the embedding: the other columns and five index entries. */
+export const cacheRowOverheadBytes = 512
+export const cacheBusyTimeoutMs = 5000
+/** Rows per transaction when deleting many (prune, purge of a large workspace). */
+export const cacheDeleteChunk = 1000
+
+/** `bytes` sits before `value`: the size sums never read a value's overflow pages. */
+const schema = `
+CREATE TABLE IF NOT EXISTS cache_entries (
+  key TEXT PRIMARY KEY NOT NULL,
+  workspace_id TEXT NOT NULL,
+  key_id TEXT,
+  model TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  last_used_at INTEGER NOT NULL,
+  gateway TEXT NOT NULL,
+  cost_nano_usd INTEGER,
+  bytes INTEGER NOT NULL,
+  semantic_key TEXT,
+  value TEXT NOT NULL,
+  embedding BLOB
+);
+CREATE INDEX IF NOT EXISTS cache_entries_semantic ON cache_entries (semantic_key, created_at);
+CREATE INDEX IF NOT EXISTS cache_entries_expiry ON cache_entries (expires_at);
+-- bytes too: the eviction's scan and the size sum read only this index.
+CREATE INDEX IF NOT EXISTS cache_entries_lru ON cache_entries (last_used_at, bytes);
+CREATE INDEX IF NOT EXISTS cache_entries_owner ON cache_entries (workspace_id, key_id);
+`
+
+/** Creates the file owner-only before SQLite opens it (its -wal and -shm take the file's mode). */
+function createPrivateFile(path: string) {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
+  try {
+    closeSync(openSync(path, 'wx', 0o600))
+    return
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
+  }
+  // A file made by hand or by an older release: it holds prompts and answers, so owner-only too.
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      if (statSync(file).mode & 0o077) chmodSync(file, 0o600)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
+    }
+  }
+}
+
+const pragmaNumber = (database: Database, name: string): number => Object.values(database.query(`PRAGMA ${name}`).get() as Record<string, number>)[0]!
+
+/**
+ * Opens a connection to the cache file with its pragmas. `setUp`: creates the file (0600) and the
+ * schema, or empties a file of another version; the writer thread opens a file already set up.
+ */
+export function openCacheDatabase(path: string, setUp: boolean): Database {
+  if (setUp) createPrivateFile(path)
+  const database = new Database(path, { create: setUp, strict: true })
+  try {
+    database.exec(`PRAGMA busy_timeout = ${cacheBusyTimeoutMs}`)
+    // Before any table exists: a new file reuses and gives back freed pages (incremental_vacuum).
+    if (setUp) database.exec('PRAGMA auto_vacuum = INCREMENTAL')
+    database.exec('PRAGMA journal_mode = WAL')
+    // A lost last transaction on power loss costs cache entries, nothing else.
+    database.exec('PRAGMA synchronous = NORMAL')
+    // The WAL goes back to this size after a checkpoint: the cache's disk use stays near its bound.
+    database.exec(`PRAGMA journal_size_limit = ${4 * 1024 * 1024}`)
+    if (setUp) setUpSchema(database, path)
+    return database
+  } catch (error) {
+    database.close()
+    throw error
+  }
+}
+
+function setUpSchema(database: Database, path: string) {
+  // A file already set up is only read: opening it (a CLI command, a second process) takes no write lock.
+  const ready = () => pragmaNumber(database, 'application_id') === cacheApplicationId && pragmaNumber(database, 'user_version') === cacheSchemaVersion
+  if (ready()) return
+  database
+    .transaction(() => {
+      // Another process may have set it up since the look above.
+      if (ready()) return
+      const tables = database.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all()
+      const ours = pragmaNumber(database, 'application_id') === cacheApplicationId
+      if (tables.length > 0 && !ours) {
+        throw new Error(`${path} holds tables but is not a response cache file: RT_CACHE_PATH must name a file of its own, never the database`)
+      }
+      // Only a cache: a file of another layout is emptied, never migrated.
+      if (ours && pragmaNumber(database, 'user_version') !== cacheSchemaVersion) {
+        for (const { name } of tables) database.exec(`DROP TABLE IF EXISTS "${name.replaceAll('"', '""')}"`)
+      }
+      database.exec(schema)
+      database.exec(`PRAGMA application_id = ${cacheApplicationId}`)
+      database.exec(`PRAGMA user_version = ${cacheSchemaVersion}`)
+    })
+    .immediate()
+  // A file that lost its tables to an older layout may not have incremental vacuum yet: VACUUM turns
+  // it on (the table is empty, so it is quick). Another process reading at that moment only delays it.
+  if (pragmaNumber(database, 'auto_vacuum') !== 2) {
+    try {
+      database.exec('PRAGMA auto_vacuum = INCREMENTAL')
+      database.exec('VACUUM')
+    } catch {}
+  }
+}
+
+/** The rows' count and bytes, read from the LRU index (it holds `bytes`). */
+export function countEntries(database: Database): { entries: number; bytes: number } {
+  const row = database.query<{ entries: number; bytes: number }, []>('SELECT count(*) AS entries, coalesce(sum(bytes), 0) AS bytes FROM cache_entries INDEXED BY cache_entries_lru').get()!
+  return { entries: row.entries, bytes: row.bytes }
+}
+
+/**
+ * Deletes up to `cacheDeleteChunk` rows matching `where` per statement until none is left; each
+ * statement is a transaction of its own when none is open, so another writer waits one chunk at most.
+ */
+export function deleteInChunks(database: Database, where: string, parameters: (string | number)[], keys?: string[]): { entries: number; bytes: number } {
+  const statement = database.query<{ key: string; bytes: number }, (string | number)[]>(
+    `DELETE FROM cache_entries WHERE rowid IN (SELECT rowid FROM cache_entries WHERE ${where} LIMIT ${cacheDeleteChunk}) RETURNING key, bytes`,
+  )
+  let entries = 0
+  let bytes = 0
+  for (;;) {
+    const rows = statement.all(...parameters)
+    entries += rows.length
+    for (const row of rows) {
+      bytes += row.bytes
+      keys?.push(row.key)
+    }
+    if (rows.length < cacheDeleteChunk) return { entries, bytes }
+  }
+}
+
+/** The file's pages in use, in bytes (free pages not counted). */
+export function usedFileBytes(database: Database): number {
+  return (pragmaNumber(database, 'page_count') - pragmaNumber(database, 'freelist_count')) * pragmaNumber(database, 'page_size')
+}
+
+/**
+ * Gives free pages back to the file system when the file is over its bound, or when a quarter of it
+ * is free (after a large purge or prune); a few are kept for the next writes to reuse.
+ */
+export function shrinkFile(database: Database, maxBytes: number) {
+  const pageSize = pragmaNumber(database, 'page_size')
+  const pages = pragmaNumber(database, 'page_count')
+  const free = pragmaNumber(database, 'freelist_count')
+  if (free === 0) return
+  const overPages = Math.ceil((pages * pageSize - maxBytes) / pageSize)
+  const keep = Math.floor(maxBytes / 64 / pageSize)
+  const release = overPages > 0 ? Math.max(overPages, free - keep) : free * 4 > pages ? free - keep : 0
+  if (release > 0) database.query(`PRAGMA incremental_vacuum(${Math.min(free, release)})`).run()
+}
+
+/** The writer thread's commands (cache-worker.ts) and its replies. */
+export type CacheWriterCommand =
+  | { type: 'open'; path: string; maxBytes: number; now: number }
+  /** New entries and the keys of hits since the last batch (stamped used at `now`). */
+  | { type: 'write'; puts: CacheWrite[]; used: string[]; now: number }
+  | { type: 'purge'; workspaceId: string; keyId: string | null }
+  | { type: 'prune'; now: number }
+  | { type: 'flush'; id: number }
+  | { type: 'close' }
+
+export type CacheWriterReply =
+  /** `deleted`: the keys the writer deleted since its last reply (evicted, expired, purged). */
+  | { type: 'committed'; entries: number; bytes: number; evicted: number; chars: number; deleted: string[] }
+  /** A batch that could not be written (its entries are lost: only a cache); `fatal`: the writer cannot run. */
+  | { type: 'failed'; error: string; chars: number; fatal?: boolean }
+  | { type: 'flushed'; id: number }
+  | { type: 'closed' }
+
+/** A writer that holds this many characters of answers not yet committed takes no more (a cache may drop). */
+const maxQueuedChars = 64 * 1024 * 1024
+const defaultPruneEveryMs = 60_000
+/** After the writer failed, how long puts are dropped before a new writer thread is started. */
+const restartAfterMs = 30_000
+
+/** Bun's Worker, which also has ref() and unref() (the DOM type the global is typed with has not). */
+type WriterThread = Worker & { ref(): void; unref(): void }
+
+export class CacheStore {
+  private readonly database: Database
+  private readonly hit: Statement<CachedEntry, [string, number, number]>
+  private readonly semantic: Statement<{ key: string; embedding: Uint8Array; createdAt: number }, [string, number, number]>
+  private readonly now: () => number
+  private readonly maxBytes: number
+  private readonly logger?: CacheStoreLogger
+  private readonly onEvict?: (count: number) => void
+  private worker: WriterThread | undefined
+  private workerFailedAt = -Infinity
+  private puts: CacheWrite[] = []
+  private used = new Set<string>()
+  private queuedChars = 0
+  /** Characters of values posted to the writer and not yet committed. */
+  private inFlightChars = 0
+  private sendScheduled = false
+  private nextFlushId = 1
+  private readonly flushes = new Map<number, { resolve(): void; reject(error: Error): void }>()
+  private onClosed: (() => void) | undefined
+  private readonly timer: ReturnType<typeof setInterval> | undefined
+  private counts: { entries: number; bytes: number }
+  /**
+   * The entries this store knows of, counted by a 52-bit fingerprint of their key (cache stage keys are hex
+   * SHA-256): a miss is answered from memory, without a read (a read costs microseconds, the miss of
+   * a cached key's every new question pays it otherwise). Loaded when the store opens, kept up to date
+   * with this store's puts and the deletes its writer reports; deletes by another process (the
+   * scheduler's prune) leave a fingerprint behind, which costs a read that finds nothing, never a
+   * wrong answer.
+   */
+  private readonly present = new Map<number, number>()
+  private evictions = 0
+  private dropped = 0
+  private closing: Promise<void> | undefined
+
+  constructor(
+    private readonly path: string,
+    options: CacheStoreOptions,
+  ) {
+    if (path === ':memory:' || path === '') throw new Error('the response cache needs a file path (RT_CACHE_PATH): its writer thread opens the same file')
+    this.maxBytes = options.maxBytes
+    this.now = options.now ?? Date.now
+    this.logger = options.logger
+    this.onEvict = options.onEvict
+    this.database = openCacheDatabase(path, true)
+    this.hit = this.database.query(
+      'SELECT value, created_at AS createdAt, gateway, cost_nano_usd AS costNanoUsd FROM cache_entries WHERE key = ? AND expires_at > ? AND created_at >= ?',
+    )
+    this.semantic = this.database.query(
+      'SELECT key, embedding, created_at AS createdAt FROM cache_entries WHERE semantic_key = ? AND expires_at > ? AND embedding IS NOT NULL ORDER BY created_at DESC LIMIT ?',
+    )
+    this.counts = countEntries(this.database)
+    for (const row of this.database.query<{ key: string }, []>('SELECT key FROM cache_entries').all()) this.remember(row.key)
+    const everyMs = options.pruneEveryMs ?? defaultPruneEveryMs
+    if (everyMs > 0) {
+      this.timer = setInterval(() => this.post({ type: 'prune', now: this.now() }), everyMs)
+      this.timer.unref?.()
+    }
+  }
+
+  /**
+   * The entry under `key` if it has not expired (and is at most `maxAgeMs` old, and made at or after
+   * `notBefore`, Unix ms: the last purge); a hit is stamped used.
+   */
+  get(key: string, maxAgeMs?: number, notBefore?: number): CachedEntry | undefined {
+    if (this.closing) return undefined
+    const print = fingerprint(key)
+    if (print !== undefined && !this.present.has(print)) return undefined
+    const now = this.now()
+    const since = Math.max(maxAgeMs === undefined ? Number.MIN_SAFE_INTEGER : now - maxAgeMs, notBefore ?? Number.MIN_SAFE_INTEGER)
+    const entry = this.hit.get(key, now, since) ?? undefined
+    if (entry) {
+      this.used.add(key)
+      this.scheduleSend()
+    }
+    return entry
+  }
+
+  /** Queues the entry for the writer; it replaces an entry of the same key. */
+  put(entry: CacheWrite): void {
+    if (this.closing) return
+    if (this.inFlightChars + this.queuedChars + entry.value.length > maxQueuedChars) {
+      this.drop('the writer is behind')
+      return
+    }
+    this.puts.push(entry)
+    this.remember(entry.key)
+    this.queuedChars += entry.value.length
+    this.scheduleSend()
+  }
+
+  /** The newest unexpired entries of a semantic partition that carry an embedding, newest first. */
+  candidates(semanticKey: string, limit = 1000): SemanticCandidate[] {
+    if (this.closing) return []
+    return this.semantic.all(semanticKey, this.now(), limit).map((row) => ({ key: row.key, createdAt: row.createdAt, embedding: floats(row.embedding) }))
+  }
+
+  /**
+   * Deletes a key's entries (`keyId` given) or its workspace's workspace-scoped ones (`keyId`
+   * undefined), now, on this connection; returns how many. The writer deletes them again after the
+   * writes queued before this call, so an answer being stored as the purge runs does not survive it.
+   */
+  purge(target: { workspaceId: string; keyId: string | undefined }): number {
+    const keyId = target.keyId ?? null
+    const keys: string[] = []
+    const deleted =
+      keyId === null
+        ? deleteInChunks(this.database, 'workspace_id = ? AND key_id IS NULL', [target.workspaceId], keys)
+        : deleteInChunks(this.database, 'workspace_id = ? AND key_id = ?', [target.workspaceId, keyId], keys)
+    this.forget(keys)
+    this.subtract(deleted)
+    // Not yet sent: dropped here. Sent, not yet committed: deleted again by the writer after them.
+    this.puts = this.puts.filter((entry) => entry.workspaceId !== target.workspaceId || (entry.keyId ?? null) !== keyId)
+    if (this.worker) this.post({ type: 'purge', workspaceId: target.workspaceId, keyId })
+    return deleted.entries
+  }
+
+  /** Deletes the expired entries now, on this connection (the `cache-prune` job); returns how many. */
+  prune(): number {
+    const keys: string[] = []
+    const deleted = deleteInChunks(this.database, 'expires_at <= ?', [this.now()], keys)
+    this.forget(keys)
+    this.subtract(deleted)
+    return deleted.entries
+  }
+
+  stats(): CacheStats {
+    return { entries: this.counts.entries, bytes: this.counts.bytes, evictions: this.evictions }
+  }
+
+  /** Resolves once every write queued before the call is committed (or rejects if the writer failed). */
+  flush(): Promise<void> {
+    this.send()
+    if (!this.worker) return Promise.resolve()
+    const id = this.nextFlushId++
+    const done = new Promise<void>((resolve, reject) => this.flushes.set(id, { resolve, reject }))
+    // Held open until it answers: a CLI or a shutdown awaiting it must not exit first.
+    this.worker.ref()
+    this.worker.postMessage({ type: 'flush', id } satisfies CacheWriterCommand)
+    return done
+  }
+
+  /** Commits what is queued, ends the writer thread and closes the file. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      if (this.timer) clearInterval(this.timer)
+      this.send()
+      const worker = this.worker
+      if (worker) {
+        worker.ref()
+        let timeout: ReturnType<typeof setTimeout> | undefined
+        await Promise.race([
+          new Promise<void>((resolve) => {
+            this.onClosed = resolve
+            worker.postMessage({ type: 'close' } satisfies CacheWriterCommand)
+          }),
+          // A writer stuck on a lock held elsewhere is ended all the same: the entries are only a cache.
+          new Promise<void>((resolve) => (timeout = setTimeout(resolve, cacheBusyTimeoutMs + 2000))),
+        ])
+        clearTimeout(timeout)
+        this.stopWorker(new Error('the response cache was closed'))
+      }
+      this.database.close()
+    })()
+    return this.closing
+  }
+
+  /** Counts a key in (a key stored again is counted twice: a fingerprint left over costs a read, never a wrong answer). */
+  private remember(key: string) {
+    const print = fingerprint(key)
+    if (print !== undefined) this.present.set(print, (this.present.get(print) ?? 0) + 1)
+  }
+
+  /** Counts deleted keys out (a fingerprint two keys share stays while the other is there). */
+  private forget(keys: readonly string[]) {
+    const present = this.present
+    for (const key of keys) {
+      const print = fingerprint(key)
+      if (print === undefined) continue
+      const count = present.get(print)
+      if (count === undefined) continue
+      if (count <= 1) present.delete(print)
+      else present.set(print, count - 1)
+    }
+  }
+
+  private subtract(deleted: { entries: number; bytes: number }) {
+    this.counts = { entries: Math.max(0, this.counts.entries - deleted.entries), bytes: Math.max(0, this.counts.bytes - deleted.bytes) }
+  }
+
+  private drop(reason: string) {
+    // Logged on the first drop and every thousandth after: a stuck writer must not flood the log.
+    if (this.dropped++ % 1000 === 0) this.logger?.warn('cache_write_dropped', { reason, dropped: this.dropped, path: this.path })
+  }
+
+  /** Sends what requests queued once the current turn of the event loop is done: one message per turn. */
+  private scheduleSend() {
+    if (this.sendScheduled) return
+    this.sendScheduled = true
+    setImmediate(() => this.send())
+  }
+
+  private send() {
+    this.sendScheduled = false
+    if (this.puts.length === 0 && this.used.size === 0) return
+    const command: CacheWriterCommand = { type: 'write', puts: this.puts, used: [...this.used], now: this.now() }
+    this.puts = []
+    this.used = new Set()
+    const chars = this.queuedChars
+    this.queuedChars = 0
+    if (this.post(command)) this.inFlightChars += chars
+    else if (command.puts.length > 0) this.drop('the writer is not running')
+  }
+
+  /** Posts to the writer, started on first use; false when it cannot run now (it failed lately). */
+  private post(command: CacheWriterCommand): boolean {
+    if (this.closing && command.type !== 'write') return false
+    const worker = this.worker ?? this.startWorker()
+    if (!worker) return false
+    worker.postMessage(command)
+    return true
+  }
+
+  private startWorker(): WriterThread | undefined {
+    if (this.now() - this.workerFailedAt < restartAfterMs) return undefined
+    // ref false: the listener keeps the server alive; the cache's writer alone must not.
+    const worker = new Worker(workerEntry(new URL('./cache-worker.ts', import.meta.url), './storage/cache-worker.ts'), { ref: false }) as WriterThread
+    this.worker = worker
+    worker.onmessage = (event: MessageEvent<CacheWriterReply>) => this.onReply(event.data)
+    worker.onerror = (event) => {
+      this.logger?.warn('cache_writer_failed', { error: event.message, path: this.path })
+      this.workerFailedAt = this.now()
+      this.stopWorker(new Error(`the response cache's writer failed: ${event.message}`))
+    }
+    // The writer prunes on opening: entries a previous run left to expire go first.
+    worker.postMessage({ type: 'open', path: this.path, maxBytes: this.maxBytes, now: this.now() } satisfies CacheWriterCommand)
+    return worker
+  }
+
+  private onReply(reply: CacheWriterReply) {
+    if (reply.type === 'committed') {
+      this.counts = { entries: reply.entries, bytes: reply.bytes }
+      this.forget(reply.deleted)
+      this.inFlightChars = Math.max(0, this.inFlightChars - reply.chars)
+      if (reply.evicted > 0) {
+        this.evictions += reply.evicted
+        this.onEvict?.(reply.evicted)
+      }
+    } else if (reply.type === 'failed') {
+      this.logger?.warn('cache_write_failed', { error: reply.error, path: this.path })
+      this.inFlightChars = Math.max(0, this.inFlightChars - reply.chars)
+      if (reply.fatal) {
+        this.workerFailedAt = this.now()
+        this.stopWorker(new Error(`the response cache's writer failed: ${reply.error}`))
+      }
+    } else if (reply.type === 'flushed') {
+      this.flushes.get(reply.id)?.resolve()
+      this.flushes.delete(reply.id)
+      if (this.flushes.size === 0 && !this.closing) this.worker?.unref()
+    } else if (reply.type === 'closed') {
+      this.onClosed?.()
+    }
+  }
+
+  private stopWorker(error: Error) {
+    this.worker?.terminate()
+    this.worker = undefined
+    this.inFlightChars = 0
+    for (const waiting of this.flushes.values()) waiting.reject(error)
+    this.flushes.clear()
+    this.onClosed?.()
+  }
+}
+
+const hexDigest = /^[0-9a-f]{64}$/
+
+/** A key's fingerprint: the last 52 bits of a hex SHA-256 digest; undefined for any other key (always looked up). */
+function fingerprint(key: string): number | undefined {
+  return hexDigest.test(key) ? Number.parseInt(key.slice(51), 16) : undefined
+}
+
+/** An embedding's bytes as floats: in place when aligned, else copied. */
+function floats(bytes: Uint8Array): Float32Array {
+  if (bytes.byteOffset % 4 === 0) return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >> 2)
+  return new Float32Array(bytes.slice().buffer, 0, bytes.byteLength >> 2)
+}
