@@ -187,9 +187,11 @@ export async function runStages(): Promise<StageResult[]> {
       const run = (await responseCacheStage.open!({ context, deps, parsed, dialect: chatDialect, clientSignal: undefined, deadlineAt: performance.now() + 60_000, requestHeaders: cacheRequestHeaders, answered: false }))!
       do_not_optimize(await run.beforeRouting!(parsed))
       await run.wrapCall!({} as never, async () => answered)
+      // What the answer path records of a served answer (the plain path does the same).
       context.gateway = 'openai'
       context.providerKeyId = provider.id
-      context.finish(200, undefined)
+      context.status = 200
+      context.costNanoUsd = 126_000
       run.finished!(context)
     })
 

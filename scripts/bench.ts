@@ -232,7 +232,13 @@ async function configureRouter(admin: ReturnType<typeof managementClient>) {
   // Chat answered by a Responses-only gateway kind: the chat → Responses translation.
   const responsesOnly = await admin('POST', '/api/v1/providers', { gateway: 'openai-responses', key: 'sk-bench-responses' })
   const toResponsesKey = await admin('POST', '/api/v1/keys', { name: 'bench chat → responses', routing: { targets: [{ provider_key_id: responsesOnly.id }] } })
-  return { plain: plainKey.key as string, failover: failoverKey.key as string, messages: messagesKey.key as string, toResponses: toResponsesKey.key as string }
+  return { plain: plainKey.key as string, failover: failoverKey.key as string, messages: messagesKey.key as string, toResponses: toResponsesKey.key as string, working: working.id as string }
+}
+
+/** A key with a response cache (CONTRACT §15), on the current router only (a baseline may predate the setting). */
+async function cachedKey(admin: ReturnType<typeof managementClient>, providerKeyId: string): Promise<string> {
+  const key = await admin('POST', '/api/v1/keys', { name: 'bench cached', cache: { ttl_seconds: 86_400 }, routing: { targets: [{ provider_key_id: providerKeyId }] } })
+  return key.key as string
 }
 
 type RouterKeys = Awaited<ReturnType<typeof configureRouter>>
@@ -348,6 +354,7 @@ async function main() {
     drain(floor)
     const routerUrl = `http://127.0.0.1:${routerPort}`
     const keys = await configureRouter(managementClient(routerUrl, managementKey))
+    const cachedSecret = await cachedKey(managementClient(routerUrl, managementKey), keys.working)
     const routerPid = router.pid
     const barePid = bare.pid
     const rssAtStart = rssMb(routerPid)
@@ -368,6 +375,13 @@ async function main() {
       direct: { url: `${upstreamUrl}/ok/v1/chat/completions`, headers: json, body },
       bare: { url: `http://127.0.0.1:${barePort}/v1/chat/completions`, headers: json, body, pid: barePid },
       ...routers('/v1/chat/completions', key, body),
+    })
+
+    /** The cached key's answers: every request after the first is a hit (no upstream call), beside the bare hop that makes one. */
+    const cachedSystems = (body: string): Record<string, SystemTarget> => ({
+      direct: { url: `${upstreamUrl}/ok/v1/chat/completions`, headers: json, body },
+      bare: { url: `http://127.0.0.1:${barePort}/v1/chat/completions`, headers: json, body, pid: barePid },
+      router: { url: `${routerUrl}/v1/chat/completions`, headers: { ...json, authorization: `Bearer ${cachedSecret}` }, body, pid: routerPid },
     })
 
     const scenarios = []
@@ -416,6 +430,10 @@ async function main() {
         16,
       ),
     )
+
+    // The response cache (CONTRACT §15): a hit makes no upstream call, so it costs less than the bare hop.
+    scenarios.push(await measure('cache hit (buffered chat), c=64', cachedSystems(chatBody), 64))
+    scenarios.push(await measure('cache hit (streamed chat), c=16', cachedSystems(streamBody), 16, true))
 
     // Memory: RSS after the first 10k requests against RSS after soakTotal.
     const soakTarget = chatSystems('plain').router!
@@ -470,6 +488,8 @@ async function main() {
     const burst = byName['streaming chat (burst), c=16']!
     const failover = byName['failover (first target 500), c=1']!
     const translated = [byName['messages → chat translation, c=16']!, byName['chat → Responses translation, c=16']!]
+    const cacheHit = byName['cache hit (buffered chat), c=64']!
+    const cacheStream = byName['cache hit (streamed chat), c=16']!
     const ttfbAdded = (systems: Record<string, SystemStats>, system = 'router') => systems[system]!.ttfb_p50 - systems.bare!.ttfb_p50
     const cpuRatio = (systems: Record<string, SystemStats>, over = 'bare', system = 'router') => systems[system]!.cpu_us_per_request / systems[over]!.cpu_us_per_request
     const line = (rule: string, value: number, limit: number, pass: boolean) => ({ rule, value, limit, pass })
@@ -484,6 +504,8 @@ async function main() {
         const ratio = systems.router!.cpu_us_per_request / c16.router!.cpu_us_per_request
         return line(`${index === 0 ? 'messages → chat' : 'chat → Responses'} CPU/request ≤ 1.3× the plain path's (c=16)`, ratio, 1.3, ratio <= 1.3)
       }),
+      line('cache hit (c=64): router CPU/request < the bare hop\'s', cpuRatio(cacheHit), 1, cpuRatio(cacheHit) < 1),
+      line('cache hit, streamed (c=16): TTFB p50 below the bare hop\'s (ms over bare)', ttfbAdded(cacheStream), 0, ttfbAdded(cacheStream) < 0),
       line('stream chunks delivered as they arrive (TTFB < half the stream)', streaming.router!.ttfb_p50 / streaming.router!.p50, 0.5, streaming.router!.ttfb_p50 < streaming.router!.p50 / 2),
       line('failover (c=1) added over a direct call to the 2nd target < 1 ms', failover.router!.p50 - failover.direct!.p50, 1, failover.router!.p50 - failover.direct!.p50 < 1),
       line(`RSS growth from 10k to ${soakTotal / 1000}k requests < 30 MB`, rssAfterSoak - rssAfter10k, 30, rssAfterSoak - rssAfter10k < 30),
@@ -537,6 +559,10 @@ async function main() {
     // The per-stage micro-benchmarks, beside the end-to-end table (after the load, on a quiet machine).
     const { runStages, stagesTable } = await import('../bench/stages')
     const stages = await runStages()
+    // A miss on a cached key, on the serving thread (the per-stage micro-benchmark: the entry key,
+    // the lookup, the flight, the answer decoded and queued for the writer thread).
+    const miss = stages.find((stage) => stage.stage.startsWith('cache: a miss'))
+    if (miss) budget.push(line('cache miss on the serving thread < 10 µs (stage micro-benchmark)', miss.nsPerOp / 1000, 10, miss.nsPerOp < 10_000))
     mkdirSync(join(repoRoot, 'bench/results'), { recursive: true })
     writeFileSync(join(repoRoot, 'bench/results/latest.json'), JSON.stringify({ ...results, stages }, null, 2) + '\n')
     process.stdout.write(renderTable(results) + '\n\n' + stagesTable(stages) + '\n')

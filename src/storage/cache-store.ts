@@ -242,10 +242,13 @@ export type CacheWriterCommand =
   | { type: 'close' }
 
 export type CacheWriterReply =
-  /** `deleted`: the keys the writer deleted since its last reply (evicted, expired, purged). */
-  | { type: 'committed'; entries: number; bytes: number; evicted: number; chars: number; deleted: string[] }
+  /**
+   * `puts`: the entries the transaction took (the oldest sent and not yet answered for, in order);
+   * `deleted`: the keys the writer deleted since its last reply (evicted, expired, purged).
+   */
+  | { type: 'committed'; entries: number; bytes: number; evicted: number; chars: number; puts: number; deleted: string[] }
   /** A batch that could not be written (its entries are lost: only a cache); `fatal`: the writer cannot run. */
-  | { type: 'failed'; error: string; chars: number; fatal?: boolean }
+  | { type: 'failed'; error: string; chars: number; puts: number; fatal?: boolean }
   | { type: 'flushed'; id: number }
   | { type: 'closed' }
 
@@ -269,6 +272,14 @@ export class CacheStore {
   private worker: WriterThread | undefined
   private workerFailedAt = -Infinity
   private puts: CacheWrite[] = []
+  /**
+   * The entries put and not yet committed by the writer, by key (the latest of each), and the ones
+   * sent to it in the order it takes them: a read finds an answer the moment it is stored (a
+   * Responses answer fetched by its id right after it was given).
+   */
+  private readonly pending = new Map<string, CacheWrite>()
+  private sent: CacheWrite[] = []
+  private sentTaken = 0
   private used = new Set<string>()
   private queuedChars = 0
   /** Characters of values posted to the writer and not yet committed. */
@@ -327,6 +338,10 @@ export class CacheStore {
     if (print !== undefined && !this.present.has(print)) return undefined
     const now = this.now()
     const since = Math.max(maxAgeMs === undefined ? Number.MIN_SAFE_INTEGER : now - maxAgeMs, notBefore ?? Number.MIN_SAFE_INTEGER)
+    const queued = this.pending.get(key)
+    if (queued && queued.expiresAt > now && queued.createdAt >= since) {
+      return { value: queued.value, createdAt: queued.createdAt, gateway: queued.gateway, costNanoUsd: queued.costNanoUsd }
+    }
     const entry = this.hit.get(key, now, since) ?? undefined
     if (entry) {
       this.used.add(key)
@@ -343,6 +358,7 @@ export class CacheStore {
       return
     }
     this.puts.push(entry)
+    this.pending.set(entry.key, entry)
     this.remember(entry.key)
     this.queuedChars += entry.value.length
     this.scheduleSend()
@@ -369,7 +385,9 @@ export class CacheStore {
     this.forget(keys)
     this.subtract(deleted)
     // Not yet sent: dropped here. Sent, not yet committed: deleted again by the writer after them.
-    this.puts = this.puts.filter((entry) => entry.workspaceId !== target.workspaceId || (entry.keyId ?? null) !== keyId)
+    const purged = (entry: CacheWrite) => entry.workspaceId === target.workspaceId && (entry.keyId ?? null) === keyId
+    this.puts = this.puts.filter((entry) => !purged(entry))
+    for (const [key, entry] of this.pending) if (purged(entry)) this.pending.delete(key)
     if (this.worker) this.post({ type: 'purge', workspaceId: target.workspaceId, keyId })
     return deleted.entries
   }
@@ -424,6 +442,23 @@ export class CacheStore {
     return this.closing
   }
 
+  /** The writer took the oldest `count` entries sent (committed, or lost): they are read from the file from now on. */
+  private taken(count: number) {
+    if (count === 0) return
+    const end = Math.min(this.sent.length, this.sentTaken + count)
+    this.settle(this.sent.slice(this.sentTaken, end))
+    this.sentTaken = end
+    // The list is cut down now and then, not at every reply.
+    if (this.sentTaken > 1024 && this.sentTaken * 2 > this.sent.length) {
+      this.sent = this.sent.slice(this.sentTaken)
+      this.sentTaken = 0
+    }
+  }
+
+  private settle(entries: readonly CacheWrite[]) {
+    for (const entry of entries) if (this.pending.get(entry.key) === entry) this.pending.delete(entry.key)
+  }
+
   /** Counts a key in (a key stored again is counted twice: a fingerprint left over costs a read, never a wrong answer). */
   private remember(key: string) {
     const print = fingerprint(key)
@@ -467,8 +502,13 @@ export class CacheStore {
     this.used = new Set()
     const chars = this.queuedChars
     this.queuedChars = 0
-    if (this.post(command)) this.inFlightChars += chars
-    else if (command.puts.length > 0) this.drop('the writer is not running')
+    if (this.post(command)) {
+      this.inFlightChars += chars
+      for (const entry of command.puts) this.sent.push(entry)
+    } else if (command.puts.length > 0) {
+      this.settle(command.puts)
+      this.drop('the writer is not running')
+    }
   }
 
   /** Posts to the writer, started on first use; false when it cannot run now (it failed lately). */
@@ -499,6 +539,7 @@ export class CacheStore {
   private onReply(reply: CacheWriterReply) {
     if (reply.type === 'committed') {
       this.counts = { entries: reply.entries, bytes: reply.bytes }
+      this.taken(reply.puts)
       this.forget(reply.deleted)
       this.inFlightChars = Math.max(0, this.inFlightChars - reply.chars)
       if (reply.evicted > 0) {
@@ -506,6 +547,7 @@ export class CacheStore {
         this.onEvict?.(reply.evicted)
       }
     } else if (reply.type === 'failed') {
+      this.taken(reply.puts)
       this.logger?.warn('cache_write_failed', { error: reply.error, path: this.path })
       this.inFlightChars = Math.max(0, this.inFlightChars - reply.chars)
       if (reply.fatal) {
@@ -525,6 +567,10 @@ export class CacheStore {
     this.worker?.terminate()
     this.worker = undefined
     this.inFlightChars = 0
+    // What was sent and not answered for is lost with the writer.
+    this.settle(this.sent.slice(this.sentTaken))
+    this.sent = []
+    this.sentTaken = 0
     for (const waiting of this.flushes.values()) waiting.reject(error)
     this.flushes.clear()
     this.onClosed?.()

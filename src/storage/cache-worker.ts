@@ -157,15 +157,20 @@ function write(commands: Extract<CacheWriterCommand, { type: 'write' | 'purge' }
   for (let start = 0; start < operations.length; start += operationsPerTransaction) {
     const chunk = operations.slice(start, start + operationsPerTransaction)
     let chars = 0
-    for (const operation of chunk) if (operation.kind === 'put') chars += operation.entry.value.length
+    let puts = 0
+    for (const operation of chunk) {
+      if (operation.kind !== 'put') continue
+      chars += operation.entry.value.length
+      puts++
+    }
     try {
       const { evicted, purged } = applyOperations(chunk)
       // A purge on the serving thread's connection deleted rows this count still holds.
       if (purged) total = countEntries(database!)
-      reply({ type: 'committed', ...total, evicted, chars, deleted: takeDeleted() })
+      reply({ type: 'committed', ...total, evicted, chars, puts, deleted: takeDeleted() })
     } catch (error) {
       resync()
-      reply({ type: 'failed', error: messageOf(error), chars })
+      reply({ type: 'failed', error: messageOf(error), chars, puts })
     }
   }
 }
@@ -182,11 +187,11 @@ function prune(now: number) {
     deleteInChunks(database!, 'expires_at <= ?', [now], deleted)
     shrinkFile(database!, maxBytes)
   } catch (error) {
-    reply({ type: 'failed', error: messageOf(error), chars: 0 })
+    reply({ type: 'failed', error: messageOf(error), chars: 0, puts: 0 })
   }
   // Other processes (the CLI's purge, the scheduler's prune) delete too: the count is read again.
   resync()
-  reply({ type: 'committed', ...total, evicted: 0, chars: 0, deleted: takeDeleted() })
+  reply({ type: 'committed', ...total, evicted: 0, chars: 0, puts: 0, deleted: takeDeleted() })
 }
 
 function resync() {
@@ -226,7 +231,7 @@ function drain() {
       } catch (error) {
         database?.close()
         database = undefined
-        reply({ type: 'failed', error: messageOf(error), chars: 0, fatal: true })
+        reply({ type: 'failed', error: messageOf(error), chars: 0, puts: 0, fatal: true })
         continue
       }
       prune(command.now)

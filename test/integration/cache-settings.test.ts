@@ -15,7 +15,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ConfigError, loadConfig } from '../../src/config/env'
 import type { ManagementDeps } from '../../src/management/context'
 import { createManagementKey, createWorkspace } from '../../src/management/workspaces'
-import { createInferenceKey, storeProvider } from '../harness/api'
+import { bearerHeader, createInferenceKey, httpCall, storeProvider } from '../harness/api'
+import { startGateways } from '../harness/gateways'
+import { chatCompletion } from '../harness/mock-gateway'
 import { startTestServer, testMasterKey, type TestServer } from '../harness/server'
 import { baseEnvironment, repoRoot } from '../harness/service-process'
 
@@ -138,10 +140,14 @@ describe('the key setting `cache`', () => {
     const unchanged = (await server.call('GET', `/api/v1/keys/${key.id}`)).body.data
     expect(unchanged.cache).toEqual(stored)
     expect(unchanged.label).toBeNull()
-    // Refused writes leave no audit event; the one accepted PATCH is keys.update, as for limits.
+    // Refused writes leave no audit event; the one accepted PATCH set only the cache: keys.set_cache (CONTRACT §15).
     const events = (await server.call('GET', `/api/v1/audit?target_id=${key.id}`)).body.data
-    expect(events.map((event: { action: string }) => event.action)).toEqual(['keys.update', 'keys.create'])
+    expect(events.map((event: { action: string }) => event.action)).toEqual(['keys.set_cache', 'keys.create'])
     expect(events[0].changes).toEqual({ cache: stored })
+    // A PATCH of the cache beside other fields is a key update that names them all.
+    expect((await server.call('PATCH', `/api/v1/keys/${key.id}`, { cache: null, label: 'both' })).status).toBe(200)
+    const both = (await server.call('GET', `/api/v1/audit?target_id=${key.id}`)).body.data[0]
+    expect([both.action, both.changes]).toEqual(['keys.update', { cache: null, label: 'both' }])
   })
 
   test('MCP set_key_cache replaces the setting and is audited as keys.set_cache; a bad value is an error naming the field', async () => {
@@ -253,6 +259,39 @@ describe('the purge', () => {
     expect(store.get('c')).toBeDefined()
     expect((await server.call('DELETE', `/api/v1/keys/${key.id}/cache`)).body).toEqual({ data: { purged: 0 } })
     expect(store.stats().entries).toBe(1)
+  })
+
+  test("a purge holds where it deleted nothing (another node's file): the purge time is on the key, or on the workspace for shared entries, and no entry made before it is served", async () => {
+    await using env = await startGateways(['openai'])
+    const { server } = env
+    env.mocks.openai!.handle((request) => ({ json: chatCompletion(String(request.body?.model), `answer ${env.mocks.openai!.calls('/chat/completions').length}`) }))
+    const routing = { routing: { targets: [{ provider_key_id: env.providers.openai }] } }
+    const own = await createInferenceKey(server, { ...routing, cache: { ttl_seconds: 600 } })
+    const shared = await createInferenceKey(server, { ...routing, cache: { ttl_seconds: 600, scope: 'workspace' } })
+    const ask = (secret: string) => httpCall(server, 'POST', '/v1/chat/completions', { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: 'Hi' }] }, bearerHeader(secret))
+    const store = server.runtime.cache.open()
+    for (const key of [own, shared]) {
+      expect((await ask(key.key)).headers.get('x-router-cache')).toBe('miss')
+      await store.flush()
+      expect((await ask(key.key)).headers.get('x-router-cache')).toBe('hit')
+    }
+    // The rows as another node's file holds them: the purge below deletes this node's, these stay.
+    const rows = store['database'].query('SELECT * FROM cache_entries').all() as Record<string, unknown>[]
+    expect(rows).toHaveLength(2)
+    const before = Date.now()
+    for (const key of [own, shared]) expect((await server.call('DELETE', `/api/v1/keys/${key.id}/cache`)).body).toEqual({ data: { purged: 1 } })
+    expect(server.runtime.repositories.inferenceKeys.getById(own.id)!.cachePurgedAt).toBeGreaterThan(before)
+    expect(server.runtime.repositories.workspaces.get(server.workspaceId)!.cachePurgedAt).toBeGreaterThan(before)
+    for (const row of rows) {
+      store.put({ key: row.key as string, workspaceId: row.workspace_id as string, keyId: (row.key_id as string | null) ?? undefined, model: row.model as string, createdAt: row.created_at as number, expiresAt: row.expires_at as number, gateway: row.gateway as string, costNanoUsd: row.cost_nano_usd as number | null, value: row.value as string })
+    }
+    await store.flush()
+    expect(store.stats().entries).toBe(2)
+    for (const key of [own, shared]) {
+      const after = await ask(key.key)
+      expect([after.headers.get('x-router-cache'), after.headers.get('x-router-attempts')]).toEqual(['miss', '1'])
+    }
+    expect(env.mocks.openai!.calls('/chat/completions')).toHaveLength(4)
   })
 
   test('MCP purge_cache answers {purged} and is audited via mcp', async () => {

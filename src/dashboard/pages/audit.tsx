@@ -12,6 +12,8 @@ const actions = [
   'keys.create',
   'keys.update',
   'keys.set_limits',
+  'keys.set_cache',
+  'cache.purge',
   'keys.revoke',
   'keys.rotate',
   'routing.set',

@@ -79,7 +79,11 @@ export const keysUpdate = {
   name: 'keys.update',
   access: 'write',
   run: (deps, actor, input: IdBody) => updateKey(deps, actor, input.id, input.body),
-  audit: (input) => ({ target: inferenceKey(input.id), changes: input.body }),
+  // A PATCH that sets only the response cache is that operation (CONTRACT §15: audited as keys.set_cache, the setting as it now stands).
+  audit: (input, output: { cache: unknown }) =>
+    Object.keys(input.body).length === 1 && 'cache' in input.body
+      ? { target: inferenceKey(input.id), changes: { cache: output.cache }, action: 'keys.set_cache' }
+      : { target: inferenceKey(input.id), changes: input.body },
   rest: {
     method: 'PATCH',
     path: '/keys/:id',

@@ -74,10 +74,11 @@ export interface Operation<I = any> {
   idempotent?: boolean
   run(deps: ManagementDeps, actor: Actor, input: I): unknown
   /**
-   * A write's audit event: its target and the fields it set (secrets are redacted afterwards), and
-   * its workspace when the actor is not bound to one (the operator CLI).
+   * A write's audit event: its target and the fields it set (secrets are redacted afterwards), its
+   * workspace when the actor is not bound to one (the operator CLI), and the action when the write is
+   * what a narrower operation names (a key PATCH of only its cache: `keys.set_cache`).
    */
-  audit?(input: I, output: any, deps: ManagementDeps): { target: AuditTarget; changes: unknown; workspaceId?: string }
+  audit?(input: I, output: any, deps: ManagementDeps): { target: AuditTarget; changes: unknown; workspaceId?: string; action?: string }
   rest?: RestBinding<I>
   mcp?: McpBinding<I>
   dashboard?: DashboardBinding<I>

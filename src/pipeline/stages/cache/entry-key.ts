@@ -36,6 +36,14 @@ function plainContent(content: unknown): unknown {
   return text
 }
 
+/** A message with its synonyms made one: text-only content as one text, `developer` as `system` (what the translations send). */
+function canonicalMessage(message: unknown): unknown {
+  if (!isObject(message)) return message
+  const role = message.role === 'developer' ? 'system' : message.role
+  if (role === message.role && !('content' in message)) return message
+  return { ...message, role, ...('content' in message ? { content: plainContent(message.content) } : {}) }
+}
+
 /** The chat body without what does not change the answer, its synonyms made one. */
 function canonicalChat(body: Record<string, unknown>): Record<string, unknown> {
   const canonical: Record<string, unknown> = {}
@@ -47,9 +55,9 @@ function canonicalChat(body: Record<string, unknown>): Record<string, unknown> {
   const bounds = [canonical.max_completion_tokens, canonical.max_tokens].filter((value): value is number => typeof value === 'number')
   delete canonical.max_completion_tokens
   if (bounds.length > 0) canonical.max_tokens = Math.max(...bounds)
-  if (Array.isArray(canonical.messages)) {
-    canonical.messages = canonical.messages.map((message) => (isObject(message) && 'content' in message ? { ...message, content: plainContent(message.content) } : message))
-  }
+  // One choice is the default.
+  if (canonical.n === 1) delete canonical.n
+  if (Array.isArray(canonical.messages)) canonical.messages = canonical.messages.map(canonicalMessage)
   return canonical
 }
 

@@ -31,12 +31,30 @@ export class Flight {
   providerKeyId: string | undefined
   /** Undefined while in flight; the answer, or null when it failed. */
   settled: SettledAnswer | null | undefined
-  private markBegun!: (begun: boolean) => void
-  private markDone!: (answer: SettledAnswer | undefined) => void
+  // Made when a request first waits (most flights have no one waiting: a miss pays for no promise).
+  private beganPromise: Promise<boolean> | undefined
+  private donePromise: Promise<SettledAnswer | undefined> | undefined
+  private markBegun: ((begun: boolean) => void) | undefined
+  private markDone: ((answer: SettledAnswer | undefined) => void) | undefined
+
   /** True once its answer began to stream or is whole; false when it failed before. */
-  readonly begun = new Promise<boolean>((resolve) => (this.markBegun = resolve))
+  get begun(): Promise<boolean> {
+    if (!this.beganPromise) {
+      if (this.gateway !== undefined || this.settled) this.beganPromise = Promise.resolve(true)
+      else if (this.settled === null) this.beganPromise = Promise.resolve(false)
+      else this.beganPromise = new Promise<boolean>((resolve) => (this.markBegun = resolve))
+    }
+    return this.beganPromise
+  }
+
   /** The whole answer, or undefined when it failed (a stream cut short included). */
-  readonly done = new Promise<SettledAnswer | undefined>((resolve) => (this.markDone = resolve))
+  get done(): Promise<SettledAnswer | undefined> {
+    if (!this.donePromise) {
+      if (this.settled !== undefined) this.donePromise = Promise.resolve(this.settled ?? undefined)
+      else this.donePromise = new Promise<SettledAnswer | undefined>((resolve) => (this.markDone = resolve))
+    }
+    return this.donePromise
+  }
 
   constructor(
     private readonly flights: Map<string, Flight>,
@@ -50,7 +68,7 @@ export class Flight {
     if (this.gateway !== undefined || this.settled !== undefined) return
     this.gateway = gateway
     this.providerKeyId = providerKeyId
-    this.markBegun(true)
+    this.markBegun?.(true)
   }
 
   /** A part of its streamed answer, passed on to the waiters reading it. */
@@ -70,8 +88,8 @@ export class Flight {
       this.gateway ??= answer.gateway
       this.providerKeyId ??= answer.providerKeyId
     }
-    this.markBegun(answer !== undefined || this.gateway !== undefined)
-    this.markDone(answer)
+    this.markBegun?.(answer !== undefined || this.gateway !== undefined)
+    this.markDone?.(answer)
     for (const listener of this.listeners) {
       if (!answer && !this.sentError) listener.enqueue({ type: 'error', code: 'stream_aborted', message: 'The answer this request shared with an identical one in flight was cut short.' })
       listener.close()
