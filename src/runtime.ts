@@ -162,7 +162,12 @@ export function createRuntime(config: Config, options: RuntimeOptions = {}): Run
   metrics.snapshotBuilds = snapshots.builds
   metrics.snapshotRequestWaits = snapshots.requestWaits
   // A thread that serves no requests (the scheduler's) leaves expired entries to the cache-prune job.
-  const cache = new NodeCache(config, { logger, pruneEveryMs: options.readsInPlace ? 0 : undefined })
+  const cache = new NodeCache(config, {
+    logger,
+    pruneEveryMs: options.readsInPlace ? 0 : undefined,
+    // The cache stage's writer thread: it decodes the answers a miss puts raw, off the serving thread.
+    writer: { beside: new URL('./pipeline/stages/cache/writer-thread.ts', import.meta.url), underSrc: './pipeline/stages/cache/writer-thread.ts' },
+  })
   metrics.cacheStats = () => cache.stats()
   const writer = new Writer(role, repositories, metrics, spoolPath(config.dataDir), () => roles.readNow())
   const usage = createUsageReader(reads)

@@ -6,38 +6,25 @@
  * that batches them in transactions, so the serving thread never waits for a write lock or an fsync.
  * The file holds prompts' answers, so it is owner-only (0600) from its first byte, like the database.
  */
-import { Database, type Statement } from 'bun:sqlite'
-import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs'
-import { dirname } from 'node:path'
+import type { Database, Statement } from 'bun:sqlite'
 import { workerEntry } from '../worker-entry'
+import { cacheBusyTimeoutMs, countEntries, deleteInChunks, openCacheDatabase } from './cache-file'
+import { packWrite, type CacheWrite, type CacheWriterCommand, type CacheWriterReply, type RawValue } from './cache-protocol'
+
+export * from './cache-file'
+export * from './cache-protocol'
 
 export interface CachedEntry {
-  /** The stored answer as the cache stage wrote it (JSON). */
-  value: string
+  /** The stored answer as the cache stage wrote it (JSON); undefined for an entry put raw and not yet written. */
+  value: string | undefined
+  /** An entry put raw and not yet written by the writer thread. */
+  raw?: RawValue
   /** Unix ms. */
   createdAt: number
   /** The gateway that served the stored answer. */
   gateway: string
   /** What the original answer cost, nano-USD; null when it was unpriced. */
   costNanoUsd: number | null
-}
-
-export interface CacheWrite {
-  /** Hex SHA-256 of the canonical request (the cache stage computes it). */
-  key: string
-  workspaceId: string
-  /** The key's id for a key-scoped entry; undefined for a workspace-scoped one. */
-  keyId: string | undefined
-  model: string
-  createdAt: number
-  expiresAt: number
-  gateway: string
-  costNanoUsd: number | null
-  value: string
-  /** The semantic tier's partition: the entry's key without the last user turn's text (hex). */
-  semanticKey?: string
-  /** The last user turn's embedding. */
-  embedding?: Float32Array
 }
 
 export interface SemanticCandidate {
@@ -67,190 +54,16 @@ export interface CacheStoreOptions {
   /** Told how many entries the writer deleted to keep under the bound, after each batch that did. */
   onEvict?: (count: number) => void
   /**
+   * The writer thread's entry module: the storage's own (cache-worker.ts: values as they are given),
+   * or one that runs runCacheWriter with a `prepare` for raw values (the cache stage's).
+   */
+  writer?: { beside: URL; underSrc: string }
+  /**
    * How often the store prunes expired entries by itself, on its writer thread; default a minute,
    * 0 never (a thread that serves no requests: the scheduler's, whose `cache-prune` job prunes).
    */
   pruneEveryMs?: number
 }
-
-/** The layout's version (PRAGMA user_version): a file of another version is emptied and made anew. */
-export const cacheSchemaVersion = 1
-/** PRAGMA application_id of a cache file ("RTC1"): a file without it that holds tables is not ours. */
-export const cacheApplicationId = 0x52544331
-/** Counted per row besides the value and the embedding: the other columns and five index entries. */
-export const cacheRowOverheadBytes = 512
-export const cacheBusyTimeoutMs = 5000
-/** Rows per transaction when deleting many (prune, purge of a large workspace). */
-export const cacheDeleteChunk = 1000
-
-/** `bytes` sits before `value`: the size sums never read a value's overflow pages. */
-const schema = `
-CREATE TABLE IF NOT EXISTS cache_entries (
-  key TEXT PRIMARY KEY NOT NULL,
-  workspace_id TEXT NOT NULL,
-  key_id TEXT,
-  model TEXT NOT NULL,
-  created_at INTEGER NOT NULL,
-  expires_at INTEGER NOT NULL,
-  last_used_at INTEGER NOT NULL,
-  gateway TEXT NOT NULL,
-  cost_nano_usd INTEGER,
-  bytes INTEGER NOT NULL,
-  semantic_key TEXT,
-  value TEXT NOT NULL,
-  embedding BLOB
-);
-CREATE INDEX IF NOT EXISTS cache_entries_semantic ON cache_entries (semantic_key, created_at);
-CREATE INDEX IF NOT EXISTS cache_entries_expiry ON cache_entries (expires_at);
--- bytes too: the eviction's scan and the size sum read only this index.
-CREATE INDEX IF NOT EXISTS cache_entries_lru ON cache_entries (last_used_at, bytes);
-CREATE INDEX IF NOT EXISTS cache_entries_owner ON cache_entries (workspace_id, key_id);
-`
-
-/** Creates the file owner-only before SQLite opens it (its -wal and -shm take the file's mode). */
-function createPrivateFile(path: string) {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 })
-  try {
-    closeSync(openSync(path, 'wx', 0o600))
-    return
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
-  }
-  // A file made by hand or by an older release: it holds prompts and answers, so owner-only too.
-  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
-    try {
-      if (statSync(file).mode & 0o077) chmodSync(file, 0o600)
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error
-    }
-  }
-}
-
-const pragmaNumber = (database: Database, name: string): number => Object.values(database.query(`PRAGMA ${name}`).get() as Record<string, number>)[0]!
-
-/**
- * Opens a connection to the cache file with its pragmas. `setUp`: creates the file (0600) and the
- * schema, or empties a file of another version; the writer thread opens a file already set up.
- */
-export function openCacheDatabase(path: string, setUp: boolean): Database {
-  if (setUp) createPrivateFile(path)
-  const database = new Database(path, { create: setUp, strict: true })
-  try {
-    database.exec(`PRAGMA busy_timeout = ${cacheBusyTimeoutMs}`)
-    // Before any table exists: a new file reuses and gives back freed pages (incremental_vacuum).
-    if (setUp) database.exec('PRAGMA auto_vacuum = INCREMENTAL')
-    database.exec('PRAGMA journal_mode = WAL')
-    // A lost last transaction on power loss costs cache entries, nothing else.
-    database.exec('PRAGMA synchronous = NORMAL')
-    // The WAL goes back to this size after a checkpoint: the cache's disk use stays near its bound.
-    database.exec(`PRAGMA journal_size_limit = ${4 * 1024 * 1024}`)
-    if (setUp) setUpSchema(database, path)
-    return database
-  } catch (error) {
-    database.close()
-    throw error
-  }
-}
-
-function setUpSchema(database: Database, path: string) {
-  // A file already set up is only read: opening it (a CLI command, a second process) takes no write lock.
-  const ready = () => pragmaNumber(database, 'application_id') === cacheApplicationId && pragmaNumber(database, 'user_version') === cacheSchemaVersion
-  if (ready()) return
-  database
-    .transaction(() => {
-      // Another process may have set it up since the look above.
-      if (ready()) return
-      const tables = database.query<{ name: string }, []>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all()
-      const ours = pragmaNumber(database, 'application_id') === cacheApplicationId
-      if (tables.length > 0 && !ours) {
-        throw new Error(`${path} holds tables but is not a response cache file: RT_CACHE_PATH must name a file of its own, never the database`)
-      }
-      // Only a cache: a file of another layout is emptied, never migrated.
-      if (ours && pragmaNumber(database, 'user_version') !== cacheSchemaVersion) {
-        for (const { name } of tables) database.exec(`DROP TABLE IF EXISTS "${name.replaceAll('"', '""')}"`)
-      }
-      database.exec(schema)
-      database.exec(`PRAGMA application_id = ${cacheApplicationId}`)
-      database.exec(`PRAGMA user_version = ${cacheSchemaVersion}`)
-    })
-    .immediate()
-  // A file that lost its tables to an older layout may not have incremental vacuum yet: VACUUM turns
-  // it on (the table is empty, so it is quick). Another process reading at that moment only delays it.
-  if (pragmaNumber(database, 'auto_vacuum') !== 2) {
-    try {
-      database.exec('PRAGMA auto_vacuum = INCREMENTAL')
-      database.exec('VACUUM')
-    } catch {}
-  }
-}
-
-/** The rows' count and bytes, read from the LRU index (it holds `bytes`). */
-export function countEntries(database: Database): { entries: number; bytes: number } {
-  const row = database.query<{ entries: number; bytes: number }, []>('SELECT count(*) AS entries, coalesce(sum(bytes), 0) AS bytes FROM cache_entries INDEXED BY cache_entries_lru').get()!
-  return { entries: row.entries, bytes: row.bytes }
-}
-
-/**
- * Deletes up to `cacheDeleteChunk` rows matching `where` per statement until none is left; each
- * statement is a transaction of its own when none is open, so another writer waits one chunk at most.
- */
-export function deleteInChunks(database: Database, where: string, parameters: (string | number)[], keys?: string[]): { entries: number; bytes: number } {
-  const statement = database.query<{ key: string; bytes: number }, (string | number)[]>(
-    `DELETE FROM cache_entries WHERE rowid IN (SELECT rowid FROM cache_entries WHERE ${where} LIMIT ${cacheDeleteChunk}) RETURNING key, bytes`,
-  )
-  let entries = 0
-  let bytes = 0
-  for (;;) {
-    const rows = statement.all(...parameters)
-    entries += rows.length
-    for (const row of rows) {
-      bytes += row.bytes
-      keys?.push(row.key)
-    }
-    if (rows.length < cacheDeleteChunk) return { entries, bytes }
-  }
-}
-
-/** The file's pages in use, in bytes (free pages not counted). */
-export function usedFileBytes(database: Database): number {
-  return (pragmaNumber(database, 'page_count') - pragmaNumber(database, 'freelist_count')) * pragmaNumber(database, 'page_size')
-}
-
-/**
- * Gives free pages back to the file system when the file is over its bound, or when a quarter of it
- * is free (after a large purge or prune); a few are kept for the next writes to reuse.
- */
-export function shrinkFile(database: Database, maxBytes: number) {
-  const pageSize = pragmaNumber(database, 'page_size')
-  const pages = pragmaNumber(database, 'page_count')
-  const free = pragmaNumber(database, 'freelist_count')
-  if (free === 0) return
-  const overPages = Math.ceil((pages * pageSize - maxBytes) / pageSize)
-  const keep = Math.floor(maxBytes / 64 / pageSize)
-  const release = overPages > 0 ? Math.max(overPages, free - keep) : free * 4 > pages ? free - keep : 0
-  if (release > 0) database.query(`PRAGMA incremental_vacuum(${Math.min(free, release)})`).run()
-}
-
-/** The writer thread's commands (cache-worker.ts) and its replies. */
-export type CacheWriterCommand =
-  | { type: 'open'; path: string; maxBytes: number; now: number }
-  /** New entries and the keys of hits since the last batch (stamped used at `now`). */
-  | { type: 'write'; puts: CacheWrite[]; used: string[]; now: number }
-  | { type: 'purge'; workspaceId: string; keyId: string | null }
-  | { type: 'prune'; now: number }
-  | { type: 'flush'; id: number }
-  | { type: 'close' }
-
-export type CacheWriterReply =
-  /**
-   * `puts`: the entries the transaction took (the oldest sent and not yet answered for, in order);
-   * `deleted`: the keys the writer deleted since its last reply (evicted, expired, purged).
-   */
-  | { type: 'committed'; entries: number; bytes: number; evicted: number; chars: number; puts: number; deleted: string[] }
-  /** A batch that could not be written (its entries are lost: only a cache); `fatal`: the writer cannot run. */
-  | { type: 'failed'; error: string; chars: number; puts: number; fatal?: boolean }
-  | { type: 'flushed'; id: number }
-  | { type: 'closed' }
 
 /** A writer that holds this many characters of answers not yet committed takes no more (a cache may drop). */
 const maxQueuedChars = 64 * 1024 * 1024
@@ -267,6 +80,7 @@ export class CacheStore {
   private readonly semantic: Statement<{ key: string; embedding: Uint8Array; createdAt: number }, [string, number, number]>
   private readonly now: () => number
   private readonly maxBytes: number
+  private readonly writer: { beside: URL; underSrc: string }
   private readonly logger?: CacheStoreLogger
   private readonly onEvict?: (count: number) => void
   private worker: WriterThread | undefined
@@ -309,6 +123,7 @@ export class CacheStore {
   ) {
     if (path === ':memory:' || path === '') throw new Error('the response cache needs a file path (RT_CACHE_PATH): its writer thread opens the same file')
     this.maxBytes = options.maxBytes
+    this.writer = options.writer ?? { beside: new URL('./cache-worker.ts', import.meta.url), underSrc: './storage/cache-worker.ts' }
     this.now = options.now ?? Date.now
     this.logger = options.logger
     this.onEvict = options.onEvict
@@ -340,7 +155,7 @@ export class CacheStore {
     const since = Math.max(maxAgeMs === undefined ? Number.MIN_SAFE_INTEGER : now - maxAgeMs, notBefore ?? Number.MIN_SAFE_INTEGER)
     const queued = this.pending.get(key)
     if (queued && queued.expiresAt > now && queued.createdAt >= since) {
-      return { value: queued.value, createdAt: queued.createdAt, gateway: queued.gateway, costNanoUsd: queued.costNanoUsd }
+      return { value: queued.value, raw: queued.raw, createdAt: queued.createdAt, gateway: queued.gateway, costNanoUsd: queued.costNanoUsd }
     }
     const entry = this.hit.get(key, now, since) ?? undefined
     if (entry) {
@@ -353,14 +168,15 @@ export class CacheStore {
   /** Queues the entry for the writer; it replaces an entry of the same key. */
   put(entry: CacheWrite): void {
     if (this.closing) return
-    if (this.inFlightChars + this.queuedChars + entry.value.length > maxQueuedChars) {
+    const chars = entry.value?.length ?? entry.raw?.bytes.byteLength ?? 0
+    if (this.inFlightChars + this.queuedChars + chars > maxQueuedChars) {
       this.drop('the writer is behind')
       return
     }
     this.puts.push(entry)
     this.pending.set(entry.key, entry)
     this.remember(entry.key)
-    this.queuedChars += entry.value.length
+    this.queuedChars += chars
     this.scheduleSend()
   }
 
@@ -497,33 +313,35 @@ export class CacheStore {
   private send() {
     this.sendScheduled = false
     if (this.puts.length === 0 && this.used.size === 0) return
-    const command: CacheWriterCommand = { type: 'write', puts: this.puts, used: [...this.used], now: this.now() }
+    const write = { type: 'write' as const, puts: this.puts, used: [...this.used], now: this.now() }
     this.puts = []
     this.used = new Set()
     const chars = this.queuedChars
     this.queuedChars = 0
-    if (this.post(command)) {
+    const command = packWrite(write)
+    if (this.post(command, [command.bytes])) {
       this.inFlightChars += chars
-      for (const entry of command.puts) this.sent.push(entry)
-    } else if (command.puts.length > 0) {
-      this.settle(command.puts)
+      for (const entry of write.puts) this.sent.push(entry)
+    } else if (write.puts.length > 0) {
+      this.settle(write.puts)
       this.drop('the writer is not running')
     }
   }
 
   /** Posts to the writer, started on first use; false when it cannot run now (it failed lately). */
-  private post(command: CacheWriterCommand): boolean {
-    if (this.closing && command.type !== 'write') return false
+  private post(command: CacheWriterCommand, transfer?: Transferable[]): boolean {
+    if (this.closing && command.type !== 'write-packed') return false
     const worker = this.worker ?? this.startWorker()
     if (!worker) return false
-    worker.postMessage(command)
+    if (transfer) worker.postMessage(command, transfer)
+    else worker.postMessage(command)
     return true
   }
 
   private startWorker(): WriterThread | undefined {
     if (this.now() - this.workerFailedAt < restartAfterMs) return undefined
     // ref false: the listener keeps the server alive; the cache's writer alone must not.
-    const worker = new Worker(workerEntry(new URL('./cache-worker.ts', import.meta.url), './storage/cache-worker.ts'), { ref: false }) as WriterThread
+    const worker = new Worker(workerEntry(this.writer.beside, this.writer.underSrc), { ref: false }) as WriterThread
     this.worker = worker
     worker.onmessage = (event: MessageEvent<CacheWriterReply>) => this.onReply(event.data)
     worker.onerror = (event) => {
@@ -577,11 +395,18 @@ export class CacheStore {
   }
 }
 
-const hexDigest = /^[0-9a-f]{64}$/
-
-/** A key's fingerprint: the last 52 bits of a hex SHA-256 digest; undefined for any other key (always looked up). */
+/** A key's fingerprint: the last 52 bits of a hex SHA-256 digest (64 lower-case hex digits); undefined for any other key (always looked up). */
 function fingerprint(key: string): number | undefined {
-  return hexDigest.test(key) ? Number.parseInt(key.slice(51), 16) : undefined
+  if (key.length !== 64) return undefined
+  let print = 0
+  for (let index = 0; index < 64; index++) {
+    const code = key.charCodeAt(index)
+    const digit = code >= 48 && code <= 57 ? code - 48 : code >= 97 && code <= 102 ? code - 87 : -1
+    if (digit < 0) return undefined
+    // 13 digits: 52 bits, exact in a double.
+    if (index >= 51) print = print * 16 + digit
+  }
+  return print
 }
 
 /** An embedding's bytes as floats: in place when aligned, else copied. */

@@ -91,7 +91,7 @@ describe.skipIf(!chromiumPath)("a key's response cache in the dashboard", () => 
     await expect(cache.getByRole('status').textContent()).resolves.toBe('Saved.')
     expect(await storedCache(key.id)).toBeNull()
     const actions = (await server.call('GET', `/api/v1/audit?target_id=${key.id}`)).body.data.map((event: { action: string; via: string }) => `${event.action} ${event.via}`)
-    expect(actions).toEqual(['keys.set_cache dashboard', 'cache.purge dashboard', 'keys.set_cache dashboard', 'keys.update rest', 'keys.set_cache dashboard', 'keys.create rest'])
+    expect(actions).toEqual(['keys.set_cache dashboard', 'cache.purge dashboard', 'keys.set_cache dashboard', 'keys.set_cache rest', 'keys.set_cache dashboard', 'keys.create rest'])
 
     // The one console line is the browser's own report of the refused value's 400.
     expect(errors).toEqual([expect.stringMatching(/status of 400 .*\/dashboard\/api\/keys\/[0-9a-f-]+\/cache\)$/)])

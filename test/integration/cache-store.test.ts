@@ -105,7 +105,7 @@ describe('CacheStore reads', () => {
     expect(store.candidates('bb').map((candidate) => candidate.key)).toEqual([hex(22)])
     expect(store.candidates('cc')).toEqual([])
     // The embedding counts toward the entry's bytes.
-    expect(store.stats().bytes).toBe(11 * cacheRowOverheadBytes + 10 * 16 + [...Array(8).keys(), 20, 21, 22].reduce((sum, index) => sum + entry(index).value.length, 0))
+    expect(store.stats().bytes).toBe(11 * cacheRowOverheadBytes + 10 * 16 + [...Array(8).keys(), 20, 21, 22].reduce((sum, index) => sum + entry(index).value!.length, 0))
   })
 })
 

@@ -3,11 +3,10 @@
  * `key`, the model as the client spelled it, and the request in the router's canonical form — chat,
  * after steering, whatever shape the client spoke (the dialects translate to it), with every field
  * that changes the answer and none that does not (`stream`, `stream_options`, `user`, `metadata`,
- * `store`). Serialized with sorted keys (safe-stable-stringify), so the same request is the same
- * text whatever the order of its fields, and hashed with SHA-256. The semantic tier's key is the same
+ * `store`). Made with its keys sorted at every depth and serialised by JSON.stringify, so the same
+ * request is the same text whatever the order of its fields, and hashed with SHA-256. The semantic tier's key is the same
  * with the last user turn's text left out: entries that match in everything but that text.
  */
-import stringify from 'safe-stable-stringify'
 import { responsesToChat } from '../../../dialects/responses/convert-request'
 import type { ParsedRequest } from '../../answer/dialect'
 
@@ -36,29 +35,56 @@ function plainContent(content: unknown): unknown {
   return text
 }
 
-/** A message with its synonyms made one: text-only content as one text, `developer` as `system` (what the translations send). */
-function canonicalMessage(message: unknown): unknown {
-  if (!isObject(message)) return message
-  const role = message.role === 'developer' ? 'system' : message.role
-  if (role === message.role && !('content' in message)) return message
-  return { ...message, role, ...('content' in message ? { content: plainContent(message.content) } : {}) }
+/**
+ * A copy with every object's keys in sorted order (its fields that are undefined left out), so that
+ * JSON.stringify writes the same text for the same value whatever the order its fields came in.
+ */
+function sortedCopy(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedCopy)
+  if (value === null || typeof value !== 'object') return value
+  const sorted: Record<string, unknown> = {}
+  for (const name of Object.keys(value).sort()) {
+    const item = (value as Record<string, unknown>)[name]
+    if (item !== undefined) sorted[name] = sortedCopy(item)
+  }
+  return sorted
 }
 
-/** The chat body without what does not change the answer, its synonyms made one. */
-function canonicalChat(body: Record<string, unknown>): Record<string, unknown> {
-  const canonical: Record<string, unknown> = {}
-  for (const [name, value] of Object.entries(body)) {
-    if (dropped.has(name) || value === undefined || value === null) continue
-    canonical[name] = value
+/** A message with its synonyms made one: text-only content as one text, `developer` as `system` (what the translations send). */
+function canonicalMessage(message: unknown): unknown {
+  if (!isObject(message)) return sortedCopy(message)
+  const sorted: Record<string, unknown> = {}
+  for (const name of Object.keys(message).sort()) {
+    const item = message[name]
+    if (item === undefined) continue
+    sorted[name] = name === 'role' && item === 'developer' ? 'system' : name === 'content' ? sortedCopy(plainContent(item)) : sortedCopy(item)
   }
+  return sorted
+}
+
+/** The chat body without what does not change the answer, its synonyms made one, its keys sorted at every depth. */
+function canonicalChat(body: Record<string, unknown>): Record<string, unknown> {
   // One output bound, whichever field named it (chat's two, Responses' and messages' as translated).
-  const bounds = [canonical.max_completion_tokens, canonical.max_tokens].filter((value): value is number => typeof value === 'number')
-  delete canonical.max_completion_tokens
-  if (bounds.length > 0) canonical.max_tokens = Math.max(...bounds)
-  // One choice is the default.
-  if (canonical.n === 1) delete canonical.n
-  if (Array.isArray(canonical.messages)) canonical.messages = canonical.messages.map(canonicalMessage)
-  return canonical
+  let bound: number | undefined
+  for (const name of ['max_completion_tokens', 'max_tokens']) {
+    const value = body[name]
+    if (typeof value === 'number') bound = bound === undefined ? value : Math.max(bound, value)
+  }
+  const canonical: Record<string, unknown> = {}
+  for (const name of Object.keys(body).sort()) {
+    const value = body[name]
+    if (dropped.has(name) || value === undefined || value === null || name === 'max_completion_tokens') continue
+    // One choice is the default.
+    if (name === 'n' && value === 1) continue
+    if (name === 'max_tokens') canonical.max_tokens = bound
+    else if (name === 'messages' && Array.isArray(value)) canonical.messages = value.map(canonicalMessage)
+    else canonical[name] = sortedCopy(value)
+  }
+  if (bound === undefined || canonical.max_tokens !== undefined) return canonical
+  // Named only as max_completion_tokens: kept under max_tokens, in its sorted place.
+  const entries = Object.entries(canonical)
+  entries.push(['max_tokens', bound])
+  return Object.fromEntries(entries.sort(([left], [right]) => (left < right ? -1 : 1)))
 }
 
 /** The request as the cache sees it, or undefined when it is never cached. */
@@ -66,7 +92,10 @@ export function cacheRequest(parsed: ParsedRequest): CacheRequest | undefined {
   const body = parsed.upstreamBody
   if (parsed.operation === 'embeddings') {
     const canonical: Record<string, unknown> = {}
-    for (const [name, value] of Object.entries(body)) if (!dropped.has(name) && value !== undefined && value !== null) canonical[name] = value
+    for (const name of Object.keys(body).sort()) {
+      const value = body[name]
+      if (!dropped.has(name) && value !== undefined && value !== null) canonical[name] = sortedCopy(value)
+    }
     return { operation: 'embeddings', canonical, lastUserText: undefined }
   }
   let chat: Record<string, unknown>
@@ -94,8 +123,13 @@ export interface CachePartition {
   keyId: string | undefined
 }
 
+/**
+ * SHA-256 of the value's JSON, in hex (Uint8Array's toHex: the hash's own hex output costs more than the hash).
+ * The value's fields are in a fixed order: the wrappers below name theirs in order, the canonical
+ * request has its keys sorted.
+ */
 function digest(value: unknown): string {
-  return Bun.SHA256.hash(stringify(value)!, 'hex') as string
+  return (Bun.SHA256.hash(JSON.stringify(value)) as Uint8Array & { toHex(): string }).toHex()
 }
 
 /** The exact entry key. */

@@ -37,6 +37,11 @@ export class Flight {
   private markBegun: ((begun: boolean) => void) | undefined
   private markDone: ((answer: SettledAnswer | undefined) => void) | undefined
 
+  /** Someone waits for it (its answer is decoded for them when it ends). */
+  get awaited(): boolean {
+    return this.beganPromise !== undefined || this.donePromise !== undefined || this.listeners.size > 0
+  }
+
   /** True once its answer began to stream or is whole; false when it failed before. */
   get begun(): Promise<boolean> {
     if (!this.beganPromise) {

@@ -11,12 +11,10 @@
  * key's MCP tools.
  */
 import type { AssistantResult } from '../../../dialects/assistant-result'
-import { readChatCompletion } from '../../../dialects/chat/convert-response'
-import { readResponseObject } from '../../../dialects/responses/convert-response'
 import { ReplyAssembler } from '../../../dialects/replay'
 import type { StreamPart } from '../../../dialects/stream-parts'
 import { RouterError } from '../../../errors/router-error'
-import type { CachedEntry, CacheStore } from '../../../storage/cache-store'
+import type { CachedEntry, CacheStore, CacheWrite, RawValue } from '../../../storage/cache-store'
 import type { CacheSettings } from '../../../domain/cache-settings'
 import type { SuccessResult } from '../../answer/dialect'
 import { keptResponsePrefix } from '../../endpoints/response-ids'
@@ -27,21 +25,13 @@ import type { RouteOutcome, Stage, StageAnswer, StageRequest, StageRun } from '.
 import { cacheControl, cacheRequest, entryKey, semanticKey, type CacheControl, type CachePartition, type CacheRequest } from './entry-key'
 import { Flights, waitFor, type Flight, type SettledAnswer } from './flights'
 import { closest, embedLastTurn } from './semantic'
+import { readStored, storedAnswerOf, storedAnswerOfRaw, wholeReply, type StoredAnswer } from './stored-answer'
 
 /** What X-Router-Cache says of an answer (and router_cache_requests_total counts). */
 export type CacheResult = 'hit' | 'semantic-hit' | 'coalesced' | 'miss' | 'bypass'
 
 /** The endpoints whose answers are cached (their dialects' names). */
 const cachedDialects = new Set(['chat', 'messages', 'content', 'responses', 'embeddings'])
-/** The finishes of a whole answer. */
-const wholeFinishes = new Set(['stop', 'length', 'tool_calls'])
-
-/** An entry's stored form: a chat-like answer in neutral form, or an embeddings list; and the provider key that served it. */
-interface StoredAnswer {
-  reply?: AssistantResult
-  body?: unknown
-  providerKeyId: string
-}
 
 /** The requests in flight, per store (each server's cache its own). */
 const flightsOf = new WeakMap<CacheStore, Flights>()
@@ -98,15 +88,6 @@ function keptRetrieval(context: AuthenticatedContext, store: CacheStore, upstrea
 /** Where a Responses answer the cache gave is kept, by the upstream id its id names. */
 const keptKey = (upstreamId: string) => `kept:${upstreamId}`
 
-function readStored(entry: CachedEntry): StoredAnswer | undefined {
-  try {
-    const stored = JSON.parse(entry.value) as StoredAnswer
-    return typeof stored === 'object' && stored !== null && (stored.reply !== undefined || stored.body !== undefined) ? stored : undefined
-  } catch {
-    return undefined
-  }
-}
-
 /** One request's look at the cache, and its part in the answer when it missed. */
 class CacheRun {
   private readonly context: AuthenticatedContext
@@ -150,8 +131,12 @@ class CacheRun {
       this.joined = flights.get(this.key)
     }
     if (!this.joined) {
-      mark(context, deps, control.read ? 'miss' : 'bypass')
-      if (control.onlyIfCached) return refusing('Cache-Control: only-if-cached, and the response cache holds no answer to this request.')
+      // Counted once the lookup is over (beforeRouting): a semantic lookup may still find an answer.
+      context.headers['x-router-cache'] = control.read ? 'miss' : 'bypass'
+      if (control.onlyIfCached) {
+        deps.metrics.countCacheRequest('miss')
+        return refusing('Cache-Control: only-if-cached, and the response cache holds no answer to this request.')
+      }
       // The one call identical requests wait for (a request that reads nothing leads no one).
       if (control.read) this.flight = flights.lead(this.key, this.request.deadlineAt)
     }
@@ -162,26 +147,40 @@ class CacheRun {
     }
     // The request's own answer, kept: a stream's parts added up as they pass; a buffered result as the call gave it.
     if (this.request.parsed.stream) run.transformParts = () => this.watchParts()
-    else run.wrapCall = async (input, next) => this.keep(await next(input))
+    else run.wrapCall = (input, next) => next(input).then((result) => this.keep(result))
     return run
   }
 
-  private async beforeRouting(): Promise<RouteOutcome | undefined> {
+  /** Waits for a request in flight, or looks for a near question; a plain miss answers at once (no promise). */
+  private beforeRouting(): RouteOutcome | undefined | Promise<RouteOutcome | undefined> {
+    if (this.joined || this.semanticApplies()) return this.lookFurther()
+    this.deps.metrics.countCacheRequest(this.context.headers['x-router-cache'] as CacheResult)
+    return undefined
+  }
+
+  private semanticApplies(): boolean {
+    return this.settings.semantic !== null && this.control.read && this.asked.lastUserText !== undefined
+  }
+
+  private async lookFurther(): Promise<RouteOutcome | undefined> {
     const { context, deps, control } = this
     if (this.joined) {
       const answer = await this.follow(this.joined)
       if (answer) return { answer }
       // It failed before its answer began: this request makes its own call.
-      mark(context, deps, 'miss')
-      if (control.onlyIfCached) return { refusal: new RouterError('cache_miss', 'Cache-Control: only-if-cached: the identical request this one waited for failed, and the response cache holds no answer.') }
+      context.headers['x-router-cache'] = 'miss'
+      if (control.onlyIfCached) {
+        deps.metrics.countCacheRequest('miss')
+        return { refusal: new RouterError('cache_miss', 'Cache-Control: only-if-cached: the identical request this one waited for failed, and the response cache holds no answer.') }
+      }
       const flights = flightsFor(this.store)
       if (!flights.get(this.key)) this.flight = flights.lead(this.key, this.request.deadlineAt)
     }
-    const semantic = this.settings.semantic
-    if (semantic && control.read && this.asked.lastUserText !== undefined) {
-      const answer = await this.semanticHit(semantic, this.asked.lastUserText)
+    if (this.semanticApplies()) {
+      const answer = await this.semanticHit(this.settings.semantic!, this.asked.lastUserText!)
       if (answer) return { answer }
     }
+    deps.metrics.countCacheRequest(context.headers['x-router-cache'] as CacheResult)
     return undefined
   }
 
@@ -318,27 +317,52 @@ class CacheRun {
       if (context.cache === 'coalesced') context.savedNanoUsd = this.joined?.settled?.costNanoUsd ?? null
       return
     }
-    const answer = this.whole(context)
-    this.flight?.settle(answer)
-    if (!answer || !this.control.write) return
+    const made = this.made(context)
+    const flight = this.flight
+    if (flight) {
+      // Decoded here only for requests waiting on it; its stored form is made on the writer thread.
+      let settled: SettledAnswer | undefined
+      if (made && flight.awaited) {
+        const stored = made.stored ?? this.decoded(made.raw!)
+        if (stored) settled = { ...stored, gateway: made.gateway, costNanoUsd: made.costNanoUsd }
+      }
+      flight.settle(settled)
+    }
+    if (!made || !this.control.write) return
     const now = Date.now()
-    const stored: StoredAnswer = answer.reply ? { reply: answer.reply, providerKeyId: answer.providerKeyId } : { body: answer.body, providerKeyId: answer.providerKeyId }
-    this.store.put({
+    const entry: CacheWrite = {
       key: this.key,
       workspaceId: this.partition.workspaceId,
       keyId: this.partition.keyId,
       model: this.request.parsed.model,
       createdAt: now,
       expiresAt: now + this.settings.ttlSeconds * 1000,
-      gateway: answer.gateway,
-      costNanoUsd: answer.costNanoUsd,
-      value: JSON.stringify(stored),
-      ...(this.semanticKey && this.embedding ? { semanticKey: this.semanticKey, embedding: this.embedding } : {}),
-    })
+      gateway: made.gateway,
+      costNanoUsd: made.costNanoUsd,
+    }
+    if (made.stored) entry.value = JSON.stringify(made.stored)
+    else entry.raw = made.raw
+    if (this.semanticKey && this.embedding) {
+      entry.semanticKey = this.semanticKey
+      entry.embedding = this.embedding
+    }
+    this.store.put(entry)
   }
 
-  /** The request's own answer when it is one to keep: whole, of one model round, answered 200. */
-  private whole(context: AuthenticatedContext): SettledAnswer | undefined {
+  private decoded(raw: RawValue): StoredAnswer | undefined {
+    try {
+      return storedAnswerOfRaw(raw)
+    } catch {
+      return undefined
+    }
+  }
+
+  /**
+   * The request's own answer when it may be kept: answered 200 in one model round. A stream's parts
+   * added up (whole, or nothing); a buffered answer as the gateway's text, decoded off the serving
+   * thread (an answer already parsed is decoded here: it costs no parse).
+   */
+  private made(context: AuthenticatedContext): { stored?: StoredAnswer; raw?: RawValue; gateway: string; costNanoUsd: number | null } | undefined {
     if (context.status !== 200 || context.errorCode !== undefined || context.rounds !== undefined) return undefined
     const gateway = context.gateway
     const providerKeyId = context.providerKeyId
@@ -346,19 +370,21 @@ class CacheRun {
     const costNanoUsd = context.costNanoUsd
     if (this.assembler) {
       const reply = this.assembler.reply
-      return reply && wholeFinishes.has(reply.finishReason) ? { reply, providerKeyId, gateway, costNanoUsd } : undefined
+      const stored = reply && wholeReply(reply, providerKeyId)
+      return stored ? { stored, gateway, costNanoUsd } : undefined
     }
     const result = this.result
     if (!result || result.stream) return undefined
-    try {
-      const value = result.value !== undefined ? result.value : JSON.parse(new TextDecoder().decode(result.body))
-      if (result.replyKind === 'embeddings') return typeof value === 'object' && value !== null && Array.isArray((value as { data?: unknown }).data) ? { body: value, providerKeyId, gateway, costNanoUsd } : undefined
-      if (result.replyKind !== 'chat' && result.replyKind !== 'response') return undefined
-      const reply = result.replyKind === 'response' ? readResponseObject(value) : readChatCompletion(value)
-      return wholeFinishes.has(reply.finishReason) ? { reply, providerKeyId, gateway, costNanoUsd } : undefined
-    } catch {
-      // An answer the translators cannot read is not kept (the client had it as the gateway gave it).
-      return undefined
+    if (result.value !== undefined) {
+      let stored: StoredAnswer | undefined
+      try {
+        stored = storedAnswerOf(result.replyKind, result.value, providerKeyId)
+      } catch {
+        // An answer the translators cannot read is not kept (the client had it as the gateway gave it).
+      }
+      return stored ? { stored, gateway, costNanoUsd } : undefined
     }
+    if (!result.body) return undefined
+    return { raw: { form: result.replyKind, bytes: new Uint8Array(result.body), origin: providerKeyId }, gateway, costNanoUsd }
   }
 }
