@@ -195,6 +195,28 @@ export const commands: readonly CommandSpec[] = [
     },
   },
   {
+    words: ['key', 'continuation'],
+    summary:
+      "Turns an inference key's mid-stream continuation on or sets its hops (CONTRACT §16): a streamed answer whose stream breaks is continued by the next target, at most --max-hops times (not given: what is set, 1 when continuation was off). --off turns it off. Prints the key.",
+    options: {
+      id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' },
+      'max-hops': { kind: 'text', placeholder: 'N', description: 'how many continuations one answer may take, 1 to 3' },
+      off: { kind: 'switch', description: 'turns continuation off (a broken stream ends with an in-stream error); takes no --max-hops' },
+    },
+    operation: 'keys.set_continuation',
+    input: (flags) => {
+      const hops = flags.text('max-hops')
+      if (flags.flag('off')) {
+        if (hops !== undefined) throw new UsageError('key continuation --off takes no --max-hops')
+        return { id: flags.text('id')!, continuation: null }
+      }
+      const continuation: Record<string, unknown> = {}
+      // A number as typed; anything else goes to the rule as it is, which names the field it refuses.
+      if (hops !== undefined) continuation.max_hops = hops.trim() !== '' && Number.isFinite(Number(hops)) ? Number(hops) : hops
+      return { id: flags.text('id')!, continuation, keepStored: true }
+    },
+  },
+  {
     words: ['cache', 'purge'],
     summary:
       "Deletes the response cache entries an inference key's requests are answered from on this machine: the key's own, or its workspace's shared entries when the key's cache scope is workspace. Prints {\"purged\": <entries>}.",

@@ -76,6 +76,7 @@ export class ReplyAssembler {
         }
         return
       case 'error':
+      case 'comment':
         return
       default: {
         const exhaustive: never = part

@@ -21,15 +21,34 @@ export type StreamPart =
   | { type: 'reasoning-signature'; signature: string }
   | { type: 'tool-input-start'; index: number; id: string; name: string }
   | { type: 'tool-input-delta'; index: number; delta: string }
-  /** `extras`: fields enrichment stages attach to the answer (companion ads, keyterms), placed per dialect. */
-  | { type: 'finish'; reason: FinishReason; usage: Usage | undefined; extras?: Record<string, unknown> }
-  | { type: 'error'; message: string; code: string }
+  /**
+   * `extras`: fields enrichment stages attach to the answer (companion ads, keyterms), placed per
+   * dialect. `lastUsage`: where the answer took several upstream attempts (a continued stream),
+   * `usage` is their sum and this the last attempt's own (each attempt is priced at its target).
+   */
+  | { type: 'finish'; reason: FinishReason; usage: Usage | undefined; extras?: Record<string, unknown>; lastUsage?: Usage | undefined }
+  /** `why`: what broke an upstream stream (decoders set it; a continuation reads it), and the usage it reported before (rarely any). */
+  | { type: 'error'; message: string; code: string; why?: StreamBreak; usage?: Usage }
+  /** An SSE comment line (`: text`), which every client ignores: the seam of a continued stream. */
+  | { type: 'comment'; text: string }
+
+/**
+ * What broke an upstream stream after its first byte: it was cut (the connection broke, or the
+ * body ended before the answer was whole), it stalled past the idle limit, it sent an error event,
+ * or it sent a record that could not be read.
+ */
+export type StreamBreak = 'cut' | 'stalled' | 'error' | 'malformed'
 
 /** Marks an upstream body that broke off; decoders turn it into an `error` part. */
 export const upstreamBroke = Symbol('upstream-broke')
 /** Marks an upstream body cut by the stream idle limit (RT_STREAM_IDLE_MS); an `error` part too. */
 export const upstreamStalled = Symbol('upstream-stalled')
 export type ByteChunk = Uint8Array | typeof upstreamBroke | typeof upstreamStalled
+
+/** What each end marker means. */
+export function breakOf(marker: typeof upstreamBroke | typeof upstreamStalled): StreamBreak {
+  return marker === upstreamStalled ? 'stalled' : 'cut'
+}
 
 /** The failure text of each end marker. */
 export function brokenStreamMessage(marker: typeof upstreamBroke | typeof upstreamStalled): string {

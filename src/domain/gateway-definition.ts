@@ -5,6 +5,9 @@
 
 export type ResponsesSupport = 'native' | 'translated' | 'only'
 
+/** How a gateway takes an assistant prefill (see `capabilities.prefill`). */
+export type Prefill = false | 'trailing' | 'prefix'
+
 export interface GatewayConfigField {
   name: string
   required: boolean
@@ -34,6 +37,13 @@ export interface GatewayDefinition {
     decisioner: boolean
     /** Request parameters this gateway rejects; removed before the call. */
     omitParams: readonly string[]
+    /**
+     * Whether a chat call may end with a partial assistant turn for the model to go on from (an
+     * assistant prefill, what a continued stream sends, CONTRACT §16): `trailing`, a last assistant
+     * message is continued; `prefix`, when that message carries `prefix: true` (Mistral's form);
+     * false, not accepted (the continuation is asked for in a form that needs no prefill).
+     */
+    prefill: Prefill
   }
   configFields?: readonly GatewayConfigField[]
 }

@@ -5,6 +5,7 @@
  */
 import type { CompiledAllowlist } from './allowlist'
 import type { CacheSettings } from './cache-settings'
+import type { ContinuationSettings } from './continuation-settings'
 import type { GatewayDefinition } from './gateway-definition'
 import type { KeyLimits } from './key-limits'
 import type { StoredRule } from './routing-rule'
@@ -46,6 +47,8 @@ export interface KeyEntry<Pipeline> {
   limits: KeyLimits | undefined
   /** The response cache (CONTRACT §15); undefined for a key without one (off, the default). */
   cache: CacheSettings | undefined
+  /** Mid-stream continuation (CONTRACT §16); undefined for a key without it (off, the default). */
+  continuation: ContinuationSettings | undefined
   /** What applies to the key's requests (stages/registry.ts), with its workspace's settings. */
   pipeline: Pipeline
 }

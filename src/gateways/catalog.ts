@@ -2,10 +2,10 @@
  * The 21 gateway kinds (CONTRACT §6), in proxy registration order. Differences
  * between gateways are data here; an adapter file exists only for what data cannot say.
  */
-import type { GatewayDefinition, ResponsesSupport } from '../domain/gateway-definition'
+import type { GatewayDefinition, Prefill, ResponsesSupport } from '../domain/gateway-definition'
 
 // The definition's shape is plain data on the floor (domain/gateway-definition.ts), beside the read model's provider entries.
-export type { GatewayConfigField, GatewayDefinition, ResponsesSupport } from '../domain/gateway-definition'
+export type { GatewayConfigField, GatewayDefinition, Prefill, ResponsesSupport } from '../domain/gateway-definition'
 
 const chatGateway = {
   chat: true,
@@ -16,6 +16,7 @@ const chatGateway = {
   batch: false,
   decisioner: false,
   omitParams: [] as readonly string[],
+  prefill: false as Prefill,
 }
 
 export const gatewayCatalog = [
@@ -35,7 +36,7 @@ export const gatewayCatalog = [
     authHeader: 'authorization',
     routable: true,
     decisions: true,
-    capabilities: { ...chatGateway, embeddings: true, batch: true, decisioner: true },
+    capabilities: { ...chatGateway, embeddings: true, batch: true, decisioner: true, prefill: 'trailing' as const },
   },
   {
     id: 'vercel-ai-gateway',
@@ -120,7 +121,7 @@ export const gatewayCatalog = [
     authHeader: 'authorization',
     routable: true,
     decisions: true,
-    capabilities: { ...chatGateway },
+    capabilities: { ...chatGateway, prefill: 'trailing' as const },
   },
   {
     id: 'deepinfra',
@@ -138,7 +139,7 @@ export const gatewayCatalog = [
     authHeader: 'authorization',
     routable: true,
     decisions: false,
-    capabilities: { ...chatGateway, embeddings: true },
+    capabilities: { ...chatGateway, embeddings: true, prefill: 'prefix' as const },
   },
   {
     id: 'xai',

@@ -10,6 +10,7 @@ import { emptyRule, presentRule, validateRoutingRule } from './routing'
 import { KeyCreateInput, KeyUpdateInput, apiShapes, assertValid, type ApiShape } from './schemas'
 import { limitsProblem, mergeLimits, presentStoredLimits } from '../domain/key-limits'
 import { cacheProblem, presentStoredCache, storedCache } from '../domain/cache-settings'
+import { continuationProblem, presentStoredContinuation, storedContinuation } from '../domain/continuation-settings'
 import { findGateway } from '../gateways/catalog'
 import { monthStartOf, shownState, type LimitState } from '../pipeline/limits/ledger'
 import { roundUsd } from './usage'
@@ -73,6 +74,7 @@ export function presentKey({ key, rule }: KeyWithRule, providers: ReadonlyMap<st
     limits: presentStoredLimits(key.limits),
     limit_state: presentState(state),
     cache: presentStoredCache(key.cache),
+    continuation: presentStoredContinuation(key.continuation),
     ...(secret !== undefined ? { key: secret } : {}),
   }
 }
@@ -117,6 +119,12 @@ function settingsFromBody(deps: ManagementDeps, actor: Actor, body: KeyCreateInp
     values.limits = mergeLimits(storedLimits, body.limits as Record<string, unknown> | null)
   }
   if (body.cache !== undefined) values.cache = cacheFromBody(deps, actor.workspaceId, body.cache)
+  if (body.continuation !== undefined) {
+    // CONTRACT §16: the whole setting, replacing what was there, or null (off).
+    const problem = continuationProblem(body.continuation)
+    if (problem) throw badRequest(problem)
+    values.continuation = storedContinuation(body.continuation)
+  }
   const label = pickLabel(body)
   if (label !== undefined) values.label = label
   if (body.companion_ads !== undefined) values.companionAds = body.companion_ads
@@ -180,6 +188,7 @@ const updatableFields = [
   'upstream_timeout_ms',
   'limits',
   'cache',
+  'continuation',
 ] as const
 
 /**

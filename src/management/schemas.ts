@@ -113,6 +113,23 @@ export const CacheOutput = Type.Object(
   { description: 'The response cache (CONTRACT §15), defaults filled in; null: off.' },
 )
 
+/**
+ * CONTRACT §16: the whole mid-stream continuation setting (a change replaces it; `max_hops` not
+ * named takes its default), or null to turn it off. Types only: the rule checks the range and
+ * unknown fields, naming the field.
+ */
+export const ContinuationInput = Type.Object(
+  {
+    max_hops: Type.Optional(Type.Number({ description: 'How many times one streamed answer may be continued after its stream broke: a whole number, 1 to 3; default 1.' })),
+  },
+  { additionalProperties: true, description: 'Mid-stream continuation (CONTRACT §16): the whole setting, replaced by each change; null turns it off.' },
+)
+
+export const ContinuationOutput = Type.Object(
+  { max_hops: Type.Integer({ minimum: 1, maximum: 3 }) },
+  { description: 'Mid-stream continuation (CONTRACT §16), the default filled in; null: off (a broken stream ends with an in-stream error).' },
+)
+
 const keySettingFields = {
   name: Type.Optional(Nullable(Type.String())),
   label: Type.Optional(Nullable(Type.String())),
@@ -124,6 +141,7 @@ const keySettingFields = {
   upstream_timeout_ms: Type.Optional(Nullable(Type.Integer({ minimum: 5000, maximum: 90000 }))),
   limits: Type.Optional(Type.Union([LimitsInput, Type.Null()])),
   cache: Type.Optional(Type.Union([CacheInput, Type.Null()])),
+  continuation: Type.Optional(Type.Union([ContinuationInput, Type.Null()])),
 }
 
 export const KeyCreateInput = Type.Object(
@@ -251,6 +269,7 @@ export const KeyOutput = Type.Object({
     { description: 'What counts against the limits now.' },
   ),
   cache: Nullable(CacheOutput),
+  continuation: Nullable(ContinuationOutput),
   key: Type.Optional(Type.String({ description: 'Only in the creation response.' })),
 })
 

@@ -112,6 +112,8 @@ export class Metrics {
   cacheStats: () => { entries: number; bytes: number; evictions: number } = () => ({ entries: 0, bytes: 0, evictions: 0 })
   /** The cache stage's outcomes by result (hit, semantic-hit, coalesced, miss, bypass: CONTRACT §15). */
   private readonly cacheRequests = new Map<string, number>()
+  /** Broken streams of keys with continuation, by what became of them (CONTRACT §16). */
+  private readonly continuations = new Map<string, number>()
 
   countRequest(endpoint: string, status: number) {
     this.requests.add(endpoint, status)
@@ -129,6 +131,13 @@ export class Metrics {
   /** A request of a key with a response cache, by its `X-Router-Cache` result. */
   countCacheRequest(result: string) {
     this.cacheRequests.set(result, (this.cacheRequests.get(result) ?? 0) + 1)
+  }
+  /**
+   * A broken stream of a key with continuation: `continued`, or why not (`not_text`, `max_hops`,
+   * `deadline`, `refused`, `failed`).
+   */
+  countContinuation(result: string) {
+    this.continuations.set(result, (this.continuations.get(result) ?? 0) + 1)
   }
   observeUpstreamLatency(gateway: string, milliseconds: number) {
     let histogram = this.upstreamLatency.get(gateway)
@@ -183,6 +192,8 @@ export class Metrics {
     lines.push('# HELP router_limit_tickets_expired_total Settled requests of limited keys that left the ledger because their request-log row did not show within 5 minutes (rows not reaching the database).', '# TYPE router_limit_tickets_expired_total counter', `router_limit_tickets_expired_total ${this.limitTicketsExpired}`)
     lines.push('# HELP router_cache_requests_total Requests of keys with a response cache, by result (hit, semantic-hit, coalesced, miss, bypass).', '# TYPE router_cache_requests_total counter')
     for (const [result, value] of this.cacheRequests) lines.push(`router_cache_requests_total{result="${escapeLabel(result)}"} ${value}`)
+    lines.push('# HELP router_stream_continuations_total Streams of keys with continuation that broke after their first byte, by result (continued; or not: not_text, max_hops, deadline, refused, failed).', '# TYPE router_stream_continuations_total counter')
+    for (const [result, value] of this.continuations) lines.push(`router_stream_continuations_total{result="${escapeLabel(result)}"} ${value}`)
     const cache = this.cacheStats()
     lines.push("# HELP router_cache_entries Entries in this node's response cache file.", '# TYPE router_cache_entries gauge', `router_cache_entries ${cache.entries}`)
     lines.push("# HELP router_cache_bytes Bytes of this node's response cache entries, as counted against RT_CACHE_MAX_MB.", '# TYPE router_cache_bytes gauge', `router_cache_bytes ${cache.bytes}`)

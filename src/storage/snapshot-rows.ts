@@ -72,6 +72,8 @@ export interface KeyRow {
   cache: string | null
   /** When the key's own response cache entries were last purged (Unix ms), or null. */
   cachePurgedAt: number | null
+  /** The mid-stream continuation setting as stored (JSON), or null (off). */
+  continuation: string | null
   targets: TargetRow[]
   remaps: RemapRow[]
   mcpServers: McpServerRow[]
@@ -111,7 +113,7 @@ const queries = {
   // The key columns in KeyValues' order, read as value arrays (see readKeys).
   keys: `select id, workspace_id, api_shape, key_prefix, secret_hash, previous_key_prefix, previous_secret_hash, previous_secret_until,
     revoked_at is not null, allowed_ips, steering_message, failover_ttfb_ms, upstream_timeout_ms, companion_ads, keyterms, routing_strategy,
-    decisioner, limits, cache, cache_purged_at from inference_keys`,
+    decisioner, limits, cache, cache_purged_at, continuation from inference_keys`,
   // Unordered (a table scan, three times quicker than the primary key's index at 20,000 rows): each
   // row carries its position, and readKeys puts them in order.
   targets: 'select key_id, position, provider_key_id, weight, ttfb_ms from routing_targets',
@@ -200,6 +202,7 @@ type KeyValues = [
   limits: string | null,
   cache: string | null,
   cachePurgedAt: number | null,
+  continuation: string | null,
 ]
 type TargetValues = [keyId: string, position: number, providerKeyId: string, weight: number | null, ttfbMs: number | null]
 type RemapValues = [keyId: string, position: number, match: string, percent: number, providerKeyId: string, upstreamModel: string, enabled: number]
@@ -242,7 +245,7 @@ function inOrder(list: readonly { 1: number }[]): boolean {
 }
 
 function keyRowOf({ key, targets, remaps, mcpServers }: KeyValuesRow): KeyRow {
-  const [id, workspaceId, apiShape, keyPrefix, secretHash, previousKeyPrefix, previousSecretHash, previousSecretUntil, revoked, allowedIps, steeringMessage, failoverTtfbMs, upstreamTimeoutMs, companionAds, keyterms, strategy, decisioner, limits, cache, cachePurgedAt] = key
+  const [id, workspaceId, apiShape, keyPrefix, secretHash, previousKeyPrefix, previousSecretHash, previousSecretUntil, revoked, allowedIps, steeringMessage, failoverTtfbMs, upstreamTimeoutMs, companionAds, keyterms, strategy, decisioner, limits, cache, cachePurgedAt, continuation] = key
   return {
     id,
     workspaceId,
@@ -264,6 +267,7 @@ function keyRowOf({ key, targets, remaps, mcpServers }: KeyValuesRow): KeyRow {
     limits,
     cache,
     cachePurgedAt,
+    continuation,
     targets: targets.map(([, , providerKeyId, weight, ttfbMs]) => ({ providerKeyId, weight, ttfbMs })),
     remaps: remaps.map(([, , match, percent, providerKeyId, upstreamModel, enabled]) => ({ match, percent, providerKeyId, upstreamModel, enabled })),
     mcpServers: mcpServers.map(([, serverId, name, url]) => ({ id: serverId, name, url })),

@@ -3,6 +3,8 @@
  * and a scope, kept over a reload and stored as the API holds it; a refused TTL says why and changes
  * nothing; a semantic lookup set through the API is shown and kept by a save; the purge button says
  * how many answers it deleted; turned off again; a read-only key sees the setting and no control.
+ * The mid-stream continuation section beside it (CONTRACT §16): on with its hops, kept over a
+ * reload, off again; read-only, shown without a control.
  * Skipped, with one printed line, where there is no Chromium.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
@@ -96,6 +98,38 @@ describe.skipIf(!chromiumPath)("a key's response cache in the dashboard", () => 
     // The one console line is the browser's own report of the refused value's 400.
     expect(errors).toEqual([expect.stringMatching(/status of 400 .*\/dashboard\/api\/keys\/[0-9a-f-]+\/cache\)$/)])
     expect(blocked).toEqual([])
+  }, 60_000)
+
+  test('mid-stream continuation: on with 2 hops, kept over a reload, off again; a read-only key sees it and no control', async () => {
+    const key = await createInferenceKey(server, { name: 'continued app' })
+    const { page, errors, blocked } = await keyPage(server.managementKey, key.id, 'continued app')
+    let section = page.getByRole('form', { name: 'Mid-stream continuation' })
+    await section.getByText('Now: off.', { exact: false }).waitFor()
+    expect(await section.getByLabel('At most').isEnabled()).toBe(false)
+    await section.getByLabel('Continue broken streams').check()
+    await section.getByLabel('At most').selectOption('2')
+    await section.getByRole('button', { name: 'Save continuation' }).click()
+    await expect(section.getByRole('status').textContent()).resolves.toBe('Saved.')
+    expect((await server.call('GET', `/api/v1/keys/${key.id}`)).body.data.continuation).toEqual({ max_hops: 2 })
+    await page.reload()
+    section = page.getByRole('form', { name: 'Mid-stream continuation' })
+    await section.getByText('Now: on, at most 2 continuations per answer.', { exact: false }).waitFor()
+    expect(await section.getByLabel('At most').inputValue()).toBe('2')
+    await section.getByLabel('Continue broken streams').uncheck()
+    await section.getByRole('button', { name: 'Save continuation' }).click()
+    await expect(section.getByRole('status').textContent()).resolves.toBe('Saved.')
+    expect((await server.call('GET', `/api/v1/keys/${key.id}`)).body.data.continuation).toBeNull()
+    const actions = (await server.call('GET', `/api/v1/audit?target_id=${key.id}`)).body.data.map((event: { action: string; via: string }) => `${event.action} ${event.via}`)
+    expect(actions).toEqual(['keys.set_continuation dashboard', 'keys.set_continuation dashboard', 'keys.create rest'])
+    expect([errors, blocked]).toEqual([[], []])
+
+    const shown = await createInferenceKey(server, { name: 'read continuation', continuation: { max_hops: 3 } })
+    const readOnly = createManagementKey(server.runtime, server.workspaceId, true)
+    const opened = await keyPage(readOnly.key, shown.id, 'read continuation')
+    const region = opened.page.getByRole('region', { name: 'Mid-stream continuation' })
+    await region.getByText('Now: on, at most 3 continuations per answer.', { exact: false }).waitFor()
+    expect(await region.locator('button, input, select').count()).toBe(0)
+    expect(opened.errors).toEqual([])
   }, 60_000)
 
   test('a read-only key sees the setting and no control', async () => {

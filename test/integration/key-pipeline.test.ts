@@ -61,7 +61,7 @@ describe('compileKeyPipeline', () => {
 
   test('each feature is one registry entry, applied when the key and the operator flags turn it on', () => {
     const names = (entries: readonly { name: string }[]) => entries.map((entry) => entry.name)
-    expect(stageNames()).toEqual(['steering', 'cache', 'limits', 'decisioner', 'mcp', 'ads', 'keyterms', 'tracing', 'body-capture'])
+    expect(stageNames()).toEqual(['steering', 'cache', 'limits', 'decisioner', 'continuation', 'mcp', 'ads', 'keyterms', 'tracing', 'body-capture'])
     const withDecisioner = key({ rule: { strategy: 'priority', targets: [], remaps: [], decisioner } })
     expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOff).stages)).toEqual([])
     expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOn).stages)).toEqual(['decisioner'])
@@ -69,6 +69,7 @@ describe('compileKeyPipeline', () => {
     expect(names(compileKeyPipeline(key({ keyterms: true }), workspace(), flagsOff).stages)).toEqual([])
     expect(names(compileKeyPipeline(key({ keyterms: true }), workspace(), flagsOn).stages)).toEqual(['keyterms'])
     expect(names(compileKeyPipeline(key({ companionAds: true }), workspace(), flagsOff).stages)).toEqual(['ads'])
+    expect(names(compileKeyPipeline(key({ continuation: { maxHops: 2 } }), workspace(), flagsOff).stages)).toEqual(['continuation'])
     const everything = key({ companionAds: true, keyterms: true, mcpServers: [{ id: 's1', name: null, url: 'http://127.0.0.1:1/mcp' }], rule: { strategy: 'priority', targets: [], remaps: [], decisioner } })
     const all = compileKeyPipeline(everything, workspace({ steeringMessage: 'Be brief.', captureBodies: true }), flagsOn)
     expect(names(all.stages)).toEqual(['decisioner', 'mcp', 'ads', 'keyterms'])

@@ -14,6 +14,7 @@ const keyFields = [
   'api_shape',
   'cache',
   'companion_ads',
+  'continuation',
   'created_at',
   'effective_timeouts',
   'failover_ttfb_ms',
@@ -94,6 +95,8 @@ describe('POST /api/v1/keys', () => {
     expect(key.limit_state).toEqual({ requests_last_minute: 0, tokens_last_minute: 0, usd_today: 0, usd_this_month: 0 })
     // No response cache unless turned on (CONTRACT §15).
     expect(key.cache).toBeNull()
+    // No mid-stream continuation unless turned on (CONTRACT §16).
+    expect(key.continuation).toBeNull()
     expect(Number.isNaN(Date.parse(key.created_at))).toBe(false)
     expect(key.last_used_at).toBeNull()
     expect(key.revoked_at).toBeNull()

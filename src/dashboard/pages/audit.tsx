@@ -14,6 +14,7 @@ const actions = [
   'keys.set_limits',
   'keys.set_cache',
   'cache.purge',
+  'keys.set_continuation',
   'keys.revoke',
   'keys.rotate',
   'routing.set',

@@ -9,8 +9,30 @@ import { api, type InferenceKey, type Session } from '../api'
 import { ErrorLine, KeySelect, RangeSelect, Table, useLoad, when } from '../ui'
 import { OutcomeBadges, OutcomeDetail, type ExplorerRow as RequestRow } from './request-outcome'
 
-/** The attempt path as stored (`groq:server-error>openai:ok`), spaced for reading. */
-const pathText = (path: string | null) => (path ? path.split('>').join(' > ') : '–')
+/**
+ * The attempt path as stored (`groq:server-error>openai:ok`), spaced for reading. After an attempt
+ * whose stream broke and was continued (reason `mid_stream_…`, CONTRACT §16) the separator is ` ⤳ `.
+ */
+function AttemptPath({ path }: { path: string | null }) {
+  if (!path) return <code>–</code>
+  const entries = path.split('>')
+  return (
+    <code>
+      {entries.map((entry, index) => {
+        if (index === 0) return entry
+        const seam = entries[index - 1]!.split(':')[1]?.startsWith('mid_stream_')
+        return seam ? (
+          <>
+            <span title="continued after the stream broke"> ⤳ </span>
+            {entry}
+          </>
+        ) : (
+          ` > ${entry}`
+        )
+      })}
+    </code>
+  )
+}
 
 export function RequestsPage(_props: { session: Session; path: string; refreshSession: () => void }) {
   const [range, setRange] = useState('24h')
@@ -67,7 +89,7 @@ export function RequestsPage(_props: { session: Session; path: string; refreshSe
           { title: 'status', cell: (row) => <span class={`badge ${row.status >= 200 && row.status < 300 ? 'good' : 'bad'}`}>{row.status}</span> },
           { title: 'outcome', cell: (row) => <OutcomeBadges row={row} /> },
           { title: 'latency', cell: (row) => `${row.latency_ms.toFixed(1)} ms` },
-          { title: 'attempts', cell: (row) => <code>{pathText(row.attempt_path)}</code>, wrap: true },
+          { title: 'attempts', cell: (row) => <AttemptPath path={row.attempt_path} />, wrap: true },
         ]}
       />
     </>
@@ -110,7 +132,7 @@ function Detail({ row, keyName, onClose }: { row: RequestRow; keyName?: string; 
         </dd>
         <dt>attempt path</dt>
         <dd>
-          <code>{pathText(row.attempt_path)}</code> ({row.attempts} attempt{row.attempts === 1 ? '' : 's'})
+          <AttemptPath path={row.attempt_path} /> ({row.attempts} attempt{row.attempts === 1 ? '' : 's'})
         </dd>
         <dt>latency</dt>
         <dd>

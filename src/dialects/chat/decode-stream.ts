@@ -9,7 +9,7 @@
 import type { EventSourceMessage } from 'eventsource-parser'
 import { decodeSse, parseJson } from '../sse/decode'
 import { mapChatFinishReason, readChatUsage } from './convert-response'
-import type { ByteChunk, FinishReason, StreamPart, UpstreamEnding, Usage } from '../stream-parts'
+import type { ByteChunk, FinishReason, StreamBreak, StreamPart, UpstreamEnding, Usage } from '../stream-parts'
 
 interface ChatChunk {
   id?: string
@@ -56,14 +56,14 @@ export function decodeChatStream(ending?: UpstreamEnding): TransformStream<ByteC
     finished = true
     output.enqueue({ type: 'finish', reason: finishReason ?? 'stop', usage })
   }
-  const fail = (message: string) => {
+  const fail = (message: string, why: StreamBreak) => {
     if (finished || failed) return
     failed = true
-    output.enqueue({ type: 'error', message, code: 'stream_aborted' })
+    output.enqueue(usage ? { type: 'error', message, code: 'stream_aborted', why, usage } : { type: 'error', message, code: 'stream_aborted', why })
   }
-  /** A failure the upstream itself reported: the parts end now, and the upstream is let go. */
-  const failNow = (message: string) => {
-    fail(message)
+  /** A failure the upstream itself reported (an error event, an unreadable one): the parts end now, and the upstream is let go. */
+  const failNow = (message: string, why: StreamBreak) => {
+    fail(message, why)
     ending?.letGo()
   }
 
@@ -75,8 +75,8 @@ export function decodeChatStream(ending?: UpstreamEnding): TransformStream<ByteC
       return
     }
     const chunk = parseJson(event.data) as ChatChunk | undefined
-    if (!chunk || typeof chunk !== 'object') return failNow('The upstream sent an unreadable stream event.')
-    if (chunk.error || event.event === 'error') return failNow(chunk.error?.message ?? 'The upstream reported an error mid-stream.')
+    if (!chunk || typeof chunk !== 'object') return failNow('The upstream sent an unreadable stream event.', 'malformed')
+    if (chunk.error || event.event === 'error') return failNow(chunk.error?.message ?? 'The upstream reported an error mid-stream.', 'error')
     if (!started && (chunk.id || chunk.model)) {
       started = true
       output.enqueue({ type: 'start', id: chunk.id || undefined, model: chunk.model || undefined, created: chunk.created })
@@ -127,16 +127,16 @@ export function decodeChatStream(ending?: UpstreamEnding): TransformStream<ByteC
       output = controller
     },
     event: onEvent,
-    broke(message) {
+    broke(message, why) {
       // What breaks after a whole answer (every choice finished) is not the client's concern.
       if (answered()) finish()
-      else fail(message)
+      else fail(message, why)
     },
     end() {
       // A stream whose every choice gave its finish reason is whole without [DONE] (SPEC "Stream
       // events": only a stream that breaks before its end is stream_aborted).
       if (answered()) finish()
-      else fail('The upstream stream ended before it was complete.')
+      else fail('The upstream stream ended before it was complete.', 'cut')
     },
   })
 }

@@ -1,5 +1,5 @@
 /** Stream parts → chat SSE (`chat.completion.chunk` records ending `data: [DONE]`). */
-import { sseData } from '../sse/encode'
+import { sseComment, sseData } from '../sse/encode'
 import type { StreamPart } from '../stream-parts'
 import { writeChatUsage } from './convert-response'
 
@@ -67,6 +67,9 @@ export function encodeChatStream(fallback: { id: string; model: string }, withUs
         }
         case 'error':
           controller.enqueue(sseData({ error: { message: part.message, type: 'api_error', code: part.code } }))
+          return
+        case 'comment':
+          controller.enqueue(sseComment(part.text))
           return
         default: {
           const exhaustive: never = part

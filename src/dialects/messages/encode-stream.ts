@@ -3,7 +3,7 @@
  * thinking, text and tool-use blocks, `message_delta` with real `input_tokens`/`output_tokens`,
  * `message_stop`; `ping` after 10 s of silence; `event: error` on a mid-stream failure.
  */
-import { sseEvent } from '../sse/encode'
+import { sseComment, sseEvent } from '../sse/encode'
 import type { StreamPart } from '../stream-parts'
 import { messageId } from './convert-response'
 import { detectStopSequence, mapStopReason } from './map-stop-reason'
@@ -121,6 +121,9 @@ export function encodeMessagesStream(requestedModel: string, stopSequences: read
         case 'error':
           controller.enqueue(sseEvent('error', { type: 'error', error: { type: 'api_error', message: part.message } }))
           return stop()
+        case 'comment':
+          controller.enqueue(sseComment(part.text))
+          return
         default: {
           const exhaustive: never = part
           return exhaustive

@@ -6,7 +6,7 @@
  */
 import type { EventSourceMessage } from 'eventsource-parser'
 import { decodeSse, parseJson } from '../sse/decode'
-import type { ByteChunk, FinishReason, StreamPart, UpstreamEnding } from '../stream-parts'
+import type { ByteChunk, FinishReason, StreamBreak, StreamPart, UpstreamEnding } from '../stream-parts'
 import { readResponsesUsage } from './convert-response'
 
 type Json = Record<string, any>
@@ -24,21 +24,21 @@ export function decodeResponsesStream(ending?: UpstreamEnding): TransformStream<
   const streamedArguments = new Set<number>()
   let output: TransformStreamDefaultController<StreamPart>
 
-  const fail = (message: string) => {
+  const fail = (message: string, why: StreamBreak) => {
     if (ended) return
     ended = true
-    output.enqueue({ type: 'error', message, code: 'stream_aborted' })
+    output.enqueue({ type: 'error', message, code: 'stream_aborted', why })
   }
-  /** A failure the upstream itself reported: the parts end now, and the upstream is let go. */
-  const failNow = (message: string) => {
-    fail(message)
+  /** A failure the upstream itself reported (an error event, an unreadable one): the parts end now, and the upstream is let go. */
+  const failNow = (message: string, why: StreamBreak) => {
+    fail(message, why)
     ending?.letGo()
   }
 
   const onEvent = (event: EventSourceMessage) => {
     if (ended || event.data === '[DONE]') return
     const data = parseJson(event.data) as Json | undefined
-    if (!data || typeof data !== 'object') return failNow('The upstream sent an unreadable stream event.')
+    if (!data || typeof data !== 'object') return failNow('The upstream sent an unreadable stream event.', 'malformed')
     const type = String(data.type ?? event.event ?? '')
     switch (type) {
       case 'response.created':
@@ -95,9 +95,9 @@ export function decodeResponsesStream(ending?: UpstreamEnding): TransformStream<
         return
       }
       case 'response.failed':
-        return failNow(String(data.response?.error?.message ?? 'The upstream response failed.'))
+        return failNow(String(data.response?.error?.message ?? 'The upstream response failed.'), 'error')
       case 'error':
-        return failNow(String(data.error?.message ?? data.message ?? 'The upstream reported an error mid-stream.'))
+        return failNow(String(data.error?.message ?? data.message ?? 'The upstream reported an error mid-stream.'), 'error')
       default:
         return
     }
@@ -108,11 +108,11 @@ export function decodeResponsesStream(ending?: UpstreamEnding): TransformStream<
       output = controller
     },
     event: onEvent,
-    broke(message) {
-      fail(message)
+    broke(message, why) {
+      fail(message, why)
     },
     end() {
-      fail('The upstream stream ended before it was complete.')
+      fail('The upstream stream ended before it was complete.', 'cut')
     },
   })
 }

@@ -5,7 +5,7 @@
  * followed by `response.failed`, as the real API sends them
  * (the vendor's recorded stream of an insufficient-quota error).
  */
-import { sseEvent } from '../sse/encode'
+import { sseComment, sseEvent } from '../sse/encode'
 import type { StreamPart, Usage } from '../stream-parts'
 import { outputItemIds, outputText, responseEnvelope, writeResponsesUsage, type ResponseShell } from './convert-response'
 
@@ -149,6 +149,9 @@ export function encodeResponsesStream(shell: ResponseShell, extras: { onTerminal
           return terminal(part.usage, undefined, part.extras)
         case 'error':
           return fail(part.code, part.message)
+        case 'comment':
+          controller.enqueue(sseComment(part.text))
+          return
         default: {
           const exhaustive: never = part
           return exhaustive

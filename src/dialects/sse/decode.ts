@@ -1,14 +1,14 @@
 /** SSE decoding with eventsource-parser (never by splitting lines by hand). */
 import { createParser, type EventSourceMessage } from 'eventsource-parser'
-import { brokenStreamMessage, type ByteChunk } from '../stream-parts'
+import { breakOf, brokenStreamMessage, type ByteChunk, type StreamBreak } from '../stream-parts'
 
 export interface SseHandlers<Out> {
   /** Receives the stream's output when the stream starts. */
   start(output: TransformStreamDefaultController<Out>): void
   /** A complete event. */
   event(event: EventSourceMessage): void
-  /** The upstream broke off or went silent past the idle limit (an end marker), with the failure text. */
-  broke(message: string): void
+  /** The upstream broke off or went silent past the idle limit (an end marker), with the failure text and what it was. */
+  broke(message: string, why: StreamBreak): void
   /** The bytes ended. */
   end(): void
   /** Work an event started that the stream waits for before reading on (an event held for fields to attach). */
@@ -24,7 +24,7 @@ export function decodeSse<Out>(handlers: SseHandlers<Out>): TransformStream<Byte
       handlers.start(controller)
     },
     transform(chunk) {
-      if (typeof chunk === 'symbol') handlers.broke(brokenStreamMessage(chunk))
+      if (typeof chunk === 'symbol') handlers.broke(brokenStreamMessage(chunk), breakOf(chunk))
       else parser.feed(decoder.decode(chunk, { stream: true }))
       return handlers.pending?.()
     },

@@ -1,9 +1,10 @@
-/** The inference-key operations: list, create, get, update, set limits, set the cache, revoke (API), and rotate. */
+/** The inference-key operations: list, create, get, update, set limits, set the cache, set continuation, revoke (API), and rotate. */
 import { Type } from '@sinclair/typebox'
 import { badRequest } from '../errors'
 import { createKey, getKey, listKeys, revokeKey, rotateKey, updateKey } from '../keys'
-import { CacheInput, KeyCreateInput, KeyOutput, KeyUpdateInput, LimitsInput } from '../schemas'
+import { CacheInput, ContinuationInput, KeyCreateInput, KeyOutput, KeyUpdateInput, LimitsInput } from '../schemas'
 import { setKeyCache, type SetCacheInput } from '../cache'
+import { setKeyContinuation, type SetContinuationInput } from '../continuation'
 import { invalidInput, keyNotFound, keyRevoked, readOnly, unauthorized } from './error-statuses'
 import { idSchema, requireString, withoutKeys, type IdBody, type IdInput } from './inputs'
 import type { Operation } from './operation'
@@ -75,15 +76,23 @@ export const keysGet = {
   mcp: { tool: 'get_api_key', description: 'Get one inference key by its UUID.', input: idSchema('Inference key UUID.'), from: (args) => ({ id: requireString(args, 'id') }) },
 } satisfies Operation<IdInput>
 
+/** Key fields a PATCH may set alone, with the operation such a PATCH is audited as. */
+const narrowSettings: ReadonlyMap<string, string> = new Map([
+  ['cache', 'keys.set_cache'],
+  ['continuation', 'keys.set_continuation'],
+])
+
 export const keysUpdate = {
   name: 'keys.update',
   access: 'write',
   run: (deps, actor, input: IdBody) => updateKey(deps, actor, input.id, input.body),
-  // A PATCH that sets only the response cache is that operation (CONTRACT §15: audited as keys.set_cache, the setting as it now stands).
-  audit: (input, output: { cache: unknown }) =>
-    Object.keys(input.body).length === 1 && 'cache' in input.body
-      ? { target: inferenceKey(input.id), changes: { cache: output.cache }, action: 'keys.set_cache' }
-      : { target: inferenceKey(input.id), changes: input.body },
+  // A PATCH that sets only the response cache or only continuation is that operation (CONTRACT §15, §16:
+  // audited as keys.set_cache or keys.set_continuation, the setting as it now stands).
+  audit: (input, output: Record<string, unknown>) => {
+    const fields = Object.keys(input.body)
+    const only = fields.length === 1 ? narrowSettings.get(fields[0]!) : undefined
+    return only ? { target: inferenceKey(input.id), changes: { [fields[0]!]: output[fields[0]!] }, action: only } : { target: inferenceKey(input.id), changes: input.body }
+  },
   rest: {
     method: 'PATCH',
     path: '/keys/:id',
@@ -96,7 +105,7 @@ export const keysUpdate = {
   },
   mcp: {
     tool: 'update_api_key',
-    description: 'Update an inference key: label, revoked, allowlist, steering message, timeouts, features, limits, response cache.',
+    description: 'Update an inference key: label, revoked, allowlist, steering message, timeouts, features, limits, response cache, mid-stream continuation.',
     input: Type.Composite([idSchema('Inference key UUID.'), KeyUpdateInput]),
     from: (args) => ({ id: requireString(args, 'id'), body: withoutKeys(args, 'id') }),
   },
@@ -145,6 +154,31 @@ export const keysSetCache = {
     input: ({ params, body }) => ({ id: params.id!, cache: (body as { cache: unknown }).cache }),
   },
 } satisfies Operation<SetCacheInput>
+
+export const keysSetContinuation = {
+  name: 'keys.set_continuation',
+  access: 'write',
+  idempotent: true,
+  run: (deps, actor, input: SetContinuationInput) => setKeyContinuation(deps, actor, input),
+  // The setting as it now stands (the default filled in; null: off), whatever the door sent.
+  audit: (input, output: { continuation: unknown }, deps) => ({ target: inferenceKey(input.id), changes: { continuation: output.continuation }, workspaceId: keyWorkspace(deps, input.id) }),
+  mcp: {
+    tool: 'set_key_continuation',
+    description:
+      "Set an inference key's mid-stream continuation (replaces the whole setting): {max_hops (1-3, default 1)}; continuation null turns it off. A streamed answer whose stream breaks after text was sent is then continued by the next target of the plan, in the same client stream, at most max_hops times.",
+    input: Type.Object({ key_id: Type.String({ description: 'Inference key UUID.' }), continuation: Type.Union([ContinuationInput, Type.Null()]) }),
+    from: (args) => {
+      if (!('continuation' in args)) throw badRequest('Invalid continuation: required (an object, or null to turn continuation off).')
+      return { id: requireString(args, 'key_id'), continuation: args.continuation }
+    },
+  },
+  dashboard: {
+    method: 'PUT',
+    path: '/keys/:id/continuation',
+    body: Type.Object({ continuation: Type.Union([ContinuationInput, Type.Null()]) }),
+    input: ({ params, body }) => ({ id: params.id!, continuation: (body as { continuation: unknown }).continuation }),
+  },
+} satisfies Operation<SetContinuationInput>
 
 export const keysRevoke = {
   name: 'keys.revoke',

@@ -55,7 +55,7 @@ export function dialectHandler<P extends ParsedRequest>(dialect: ClientDialect<P
     const loop = chain.shapesAnswer ? new ToolLoop(context, deps, chain, deadlineAt, request.signal) : undefined
     if (loop?.offersTools) {
       // The stages' tools make the first round's prompt longer than it was when the request was read: a stage may refuse it now.
-      const refusal = chain.beforeRound(context.snapshot, (step) => loop.bodyFor(dialect.toUpstream(step, parsed)).body, true)
+      const refusal = chain.beforeRound(context.snapshot, (step) => loop.bodyFor(dialect.toUpstream(step, parsed)).body, 'first')
       if (refusal) return failWith(context, deps, refusal)
     }
     const shaped = parsed

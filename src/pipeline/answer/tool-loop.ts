@@ -24,7 +24,7 @@ import type { PlannedAttempt } from '../routing/plan-route'
 import { runRoutedCall, type RoutedCallInput, type UpstreamCall } from '../routing/routed-call'
 import type { RunResult } from '../routing/run-attempts'
 import type { ChainRun } from '../stages/chain'
-import type { OfferedTool, StageRun, ToolCallRequest } from '../stages/stage'
+import type { OfferedTool, StageRun, StreamRound, ToolCallRequest } from '../stages/stage'
 import type { InferenceDeps } from '../types'
 import type { ClientDialect, ParsedRequest, Served, SuccessResult, ToolNames } from './dialect'
 import { failWith, finishFailedRun, finishJson, finishStream, recordServingAttempt, type StreamEnded } from './finish'
@@ -150,11 +150,31 @@ export class ToolLoop {
     this.finished.push({ text, calls: calls.map((call, index) => ({ id: call.id, name: call.name, arguments: call.arguments, result: results[index]! })) })
     this.round++
     this.chain.record(this.round)
-    const refusal = this.chain.beforeRound(this.context.snapshot, (step) => this.bodyFor(input.requestFor(step)).body, false)
+    const refusal = this.chain.beforeRound(this.context.snapshot, (step) => this.bodyFor(input.requestFor(step)).body, 'next')
     if (refusal) return { kind: 'failed', error: refusal, clientClosed: false, failures: [], attempts: 0, path: [] }
     const next = await this.chain.call({ ...input, clientSignal: signal }, (wrapped) => runRoutedCall(this.context, this.deps, wrapped))
     if (next.kind === 'success') rounds.push({ step: next.step, usage: undefined })
     return next
+  }
+
+  /**
+   * A round's streamed parts, through the stages that wrap a round's stream (a continuation, which
+   * may make further calls for the round: each reserved first, then made through the chain).
+   */
+  roundStream(result: SuccessResult, input: RoutedCallInput): ReadableStream<StreamPart> {
+    const parts = roundParts(result, undefined)
+    if (!this.chain.wrapsStream) return parts
+    const round: StreamRound = {
+      result,
+      input,
+      call: (further) => {
+        const refusal = this.chain.beforeRound(this.context.snapshot, (step) => further.requestFor(step).body, 'continuation')
+        if (refusal) return refusal
+        return this.chain.call({ ...further, clientSignal: this.listen(further.clientSignal) }, (wrapped) => runRoutedCall(this.context, this.deps, wrapped))
+      },
+      parts: (begun) => roundParts(begun, undefined),
+    }
+    return this.chain.wrapStream(parts, round)
   }
 
   /** A round of the loop reported its usage (the one in progress; nothing before a second round began). */
@@ -345,14 +365,15 @@ function roundFailure(result: Exclude<RunResult, { kind: 'success' }>): StreamPa
 
 /**
  * The parts of a stream with active stages: each round's prose and reasoning go out as they come;
- * its tool calls are held until the round ends — then either run (all the stages' own: the next
- * round's parts follow) or sent as they are with the finish (a client tool among them). One
+ * where the stages offer tools, its tool calls are held until the round ends — then either run (all
+ * the stages' own: the next round's parts follow) or sent as they are with the finish (a client tool
+ * among them); where they offer none, the client's tool calls go out as they come. One
  * `start`, one `finish` with the usage of every round and the attached fields (the finish waits for
  * them). A failure inside ends the stream with an `error` part, never a broken pipe.
  */
 function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first: SuccessResult, loop: ToolLoop, input: RoutedCallInput, end: StreamEnded): ReadableStream<StreamPart> {
   let current = first
-  let reader = roundParts(current, undefined).getReader()
+  let reader = loop.roundStream(current, input).getReader()
   let cancelled = false
   let usage: Usage | undefined
   let sentProse = false
@@ -381,7 +402,7 @@ function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first
     // The finished round's stream is let go before the next one is read.
     reader.cancel().catch(() => {})
     current = next
-    reader = roundParts(next, undefined).getReader()
+    reader = loop.roundStream(next, input).getReader()
     roundText = ''
     held = []
     calls = []
@@ -408,10 +429,19 @@ function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first
           controller.enqueue(part)
           return
         case 'tool-input-start':
+          // Without tools of the stages' own, no call is run here: the client's calls stream as they come.
+          if (!loop.offersTools) {
+            controller.enqueue(part)
+            return
+          }
           held.push(part)
           calls[part.index] = { id: part.id, name: part.name, arguments: '' }
           continue
         case 'tool-input-delta': {
+          if (!loop.offersTools) {
+            controller.enqueue(part)
+            return
+          }
           held.push(part)
           const call = calls[part.index]
           if (call) call.arguments += part.delta
@@ -421,10 +451,12 @@ function enrichedParts(context: AuthenticatedContext, deps: InferenceDeps, first
           usage = addUsage(usage, part.usage)
           // What the log keeps if a later round fails: the rounds so far were billed.
           setTokens(context, usage)
-          loop.roundUsage(part.usage)
+          // A continued round's usage is its attempts' sum; the last attempt's own is priced at its target.
+          const own = part.lastUsage ?? part.usage
+          loop.roundUsage(own)
           const made = calls.filter((call) => call !== undefined)
           if (loop.runsCalls(made)) {
-            if (await goOn(controller, made, part.usage)) continue
+            if (await goOn(controller, made, own)) continue
             return
           }
           const stray = loop.strayCalls(made)

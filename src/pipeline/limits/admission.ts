@@ -22,6 +22,7 @@ import type { UpstreamCall } from '../routing/routed-call'
 import type { InferenceDeps } from '../types'
 import type { KeyLimits } from '../../domain/key-limits'
 import type { Admission, KeyLimiter, LimitTicket } from './ledger'
+import type { RoundKind } from '../stages/stage'
 import { addedBytes, defaultMaxTokens, measurePrompt, needsDefaultBound, outputBound, worstCaseNano, type OutputBound, type PromptMeasure } from './worst-case'
 
 const pricingOf = (snapshot: Snapshot, step: PlannedAttempt): ModelPricing | undefined => snapshot.catalogs.get(step.gateway)?.prices.get(step.model)
@@ -125,10 +126,11 @@ export class LimitedRequest implements SpendCap {
 
   /**
    * Reserves a model round before it is sent: the first round again when the stages changed its body
-   * (the tools a stage offers), each later round of a tool loop anew. `bodyOf` gives the body as it
+   * (the tools a stage offers), each later round of a tool loop and each continuation of a broken
+   * stream anew. `bodyOf` gives the body as it
    * goes to an attempt. The refusal when it does not fit (nothing is sent then).
    */
-  reserveRound(snapshot: Snapshot, bodyOf: (step: PlannedAttempt) => Record<string, unknown> | undefined, first: boolean): RouterError | undefined {
+  reserveRound(snapshot: Snapshot, bodyOf: (step: PlannedAttempt) => Record<string, unknown> | undefined, kind: RoundKind): RouterError | undefined {
     if (!this.usdCap || !this.ticket || !this.plan) return undefined
     const lead = this.plan.steps.find((step): step is PlannedAttempt => step.kind === 'attempt')
     const body = lead && bodyOf(lead)
@@ -137,7 +139,7 @@ export class LimitedRequest implements SpendCap {
     this.output = outputBound(body, this.operation)
     this.bodyModel = body.model
     const worst = planWorst(snapshot, this.plan.steps, this.prompt, this.output, this.operation, this.bodyModel) ?? 0
-    if (first) {
+    if (kind === 'first') {
       const before = this.rounds[0] ?? 0
       if (worst <= before) return undefined
       const refusal = this.limiter.reserveMore(this.ticket, this.limits, worst - before)
@@ -145,7 +147,10 @@ export class LimitedRequest implements SpendCap {
       return refusal
     }
     const refusal = this.limiter.reserveMore(this.ticket, this.limits, worst)
-    if (refusal) return new RouterError(refusal.code, `The tool loop's next model round was not sent: ${refusal.message} The rounds answered so far are charged.`, refusal.extraHeaders)
+    if (refusal) {
+      const what = kind === 'continuation' ? 'The broken stream was not continued' : "The tool loop's next model round was not sent"
+      return new RouterError(refusal.code, `${what}: ${refusal.message} The rounds answered so far are charged.`, refusal.extraHeaders)
+    }
     this.rounds.push(worst)
     return undefined
   }

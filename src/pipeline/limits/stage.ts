@@ -32,7 +32,7 @@ export const spendLimitsStage: Stage = {
       plan: () => limited.plan,
       steps: (snapshot, steps) => (limited.usdCap ? limited.screen(snapshot, steps) : [...steps]),
       upstreamCall: (snapshot, step, call) => limited.bound(snapshot, step, call),
-      beforeRound: (snapshot, bodyOf, first) => limited.reserveRound(snapshot, bodyOf, first),
+      beforeRound: (snapshot, bodyOf, kind) => limited.reserveRound(snapshot, bodyOf, kind),
       finished: () => limited.settle(),
     }
   },

@@ -17,6 +17,7 @@ import { authHeaders } from '../../gateways/client'
 import { compileKeyPipeline } from '../stages/registry'
 import { parseStoredLimits } from '../../domain/key-limits'
 import { parseStoredCache } from '../../domain/cache-settings'
+import { parseStoredContinuation } from '../../domain/continuation-settings'
 import { buildGatewayCatalog, type GatewayCatalog } from '../../gateways/model-catalog'
 import { pricingOfStoredObject, type ModelPricing } from '../../gateways/model-prices'
 import { compileAllowlist } from '../../net/ip-allowlist'
@@ -132,6 +133,7 @@ class EntryMaker {
       mcpServers: key.mcpServers.length === 0 ? noMcpServers : key.mcpServers,
       limits: parseStoredLimits(key.limits),
       cache: parseStoredCache(key.cache, key.cachePurgedAt, workspace?.cachePurgedAt),
+      continuation: parseStoredContinuation(key.continuation),
     }
     return { ...entry, pipeline: compileKeyPipeline(entry, workspace, this.deps.config) }
   }

@@ -65,6 +65,8 @@ export type RunResult =
       startedAt: number
       /** When the answer began: the whole body read (buffered) or the first line (stream). */
       headersAt: number
+      /** The steps the run was given (a continued stream goes on with the serving step's next one). */
+      steps: readonly PlanStep[]
     })
   /** A non-retryable upstream error: its body and headers (only those that may be relayed) scrubbed of the secret. */
   | (Common & { kind: 'relay'; step: PlannedAttempt; status: number; body: string; headers: Headers; startedAt: number; headersAt: number })
@@ -177,7 +179,7 @@ export async function runAttempts(steps: readonly PlanStep[], call: AttemptCall)
           path.push(`${step.gateway}:ok`)
           // SPEC "Timeouts": from its first byte on, a stream is never cut by the deadline; only the idle limit applies.
           watch?.start(controller)
-          answer = { kind: 'success', step, replyKind: call.replyKind, response, body, value, stream: started, controller, startedAt, headersAt: answeredAt, failures, attempts, path }
+          answer = { kind: 'success', step, replyKind: call.replyKind, response, body, value, stream: started, controller, startedAt, headersAt: answeredAt, failures, attempts, path, steps }
         } else {
           // The one read of a failed answer: scrubbed here, so no relay, message or log downstream holds the secret.
           const secret = step.provider.secret

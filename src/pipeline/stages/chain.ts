@@ -14,7 +14,7 @@ import type { AuthenticatedContext } from '../request/context'
 import type { PlannedAttempt, PlanStep, RoutePlan } from '../routing/plan-route'
 import type { AttemptWatch, CallHooks, RoutedCallInput, RoutePreference, UpstreamCall } from '../routing/routed-call'
 import type { RunResult } from '../routing/run-attempts'
-import type { OfferedTool, Stage, StageAnswer, StageRequest, StageRun } from './stage'
+import type { OfferedTool, RoundKind, Stage, StageAnswer, StageRequest, StageRun, StreamRound } from './stage'
 
 /**
  * A key's compiled chain's entries as stages. The floor describes the chain as plain data
@@ -70,14 +70,29 @@ export class ChainRun implements CallHooks {
     return { chain, parsed, refusal: undefined, answer, preference }
   }
 
-  /** Whether any stage acts on the answer itself (tools, attached fields, transforms): then it is not passed through as bytes. */
+  /** Whether any stage acts on the answer itself (tools, attached fields, transforms, a wrapped stream): then it is not passed through as bytes. */
   get shapesAnswer(): boolean {
-    return this.runs.some((run) => run.tools !== undefined || run.attach !== undefined || run.transformReply !== undefined || run.transformParts !== undefined)
+    return this.runs.some((run) => run.tools !== undefined || run.attach !== undefined || run.transformReply !== undefined || run.transformParts !== undefined || run.wrapStream !== undefined)
   }
 
-  /** Whether a stage transforms the answer (then even a reply in the client's own kind is read and written again). */
+  /** Whether a stage transforms the answer or wraps its stream (then even a reply in the client's own kind is read and written again). */
   get transformsAnswer(): boolean {
-    return this.runs.some((run) => run.transformReply !== undefined || run.transformParts !== undefined)
+    return this.runs.some((run) => run.transformReply !== undefined || run.transformParts !== undefined || run.wrapStream !== undefined)
+  }
+
+  /** Whether a stage wraps a round's stream. */
+  get wrapsStream(): boolean {
+    return this.runs.some((run) => run.wrapStream !== undefined)
+  }
+
+  /** A round's streamed parts through the stages that wrap them (the first one outermost). */
+  wrapStream(parts: ReadableStream<StreamPart>, round: StreamRound): ReadableStream<StreamPart> {
+    let result = parts
+    for (let index = this.runs.length - 1; index >= 0; index--) {
+      const run = this.runs[index]!
+      if (run.wrapStream) result = run.wrapStream(result, round)
+    }
+    return result
   }
 
   /** The stages that offer tools, with the tools. */
@@ -97,9 +112,9 @@ export class ChainRun implements CallHooks {
   }
 
   /** The refusal of a model round before it is sent, if a stage has one. */
-  beforeRound(snapshot: Snapshot, bodyOf: (step: PlannedAttempt) => Record<string, unknown> | undefined, first: boolean): RouterError | undefined {
+  beforeRound(snapshot: Snapshot, bodyOf: (step: PlannedAttempt) => Record<string, unknown> | undefined, kind: RoundKind): RouterError | undefined {
     for (const run of this.runs) {
-      const refusal = run.beforeRound?.(snapshot, bodyOf, first)
+      const refusal = run.beforeRound?.(snapshot, bodyOf, kind)
       if (refusal) return refusal
     }
     return undefined

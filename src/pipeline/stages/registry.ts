@@ -8,8 +8,9 @@
  * them, the cache's entry key) sees the request as it goes upstream; the response cache answers a
  * hit before anything else acts (a hit skips the decisioner and the plan; the spend cap after it
  * counts the hit as a request and nothing more); the spend cap admits the rest before anything calls
- * out (the decisioner's call included); the decisioner picks the target; the tools, attached fields and traces
- * then shape the call and the answer; body capture only sets what the log row keeps.
+ * out (the decisioner's call included); the decisioner picks the target; a continuation wraps each
+ * round's stream (a break goes on elsewhere before the tool loop and the transforms see the parts);
+ * the tools, attached fields and traces then shape the call and the answer; body capture only sets what the log row keeps.
  */
 import type { CompiledChain } from '../../domain/read-model'
 import type { KeyEntry, WorkspaceEntry } from '../read-model/entries'
@@ -17,6 +18,7 @@ import { steeringStage } from './steering'
 import { responseCacheStage } from './cache/stage'
 import { spendLimitsStage } from '../limits/stage'
 import { decisionerStage } from './decisioner'
+import { continuationStage } from './continuation/stage'
 import { mcpToolsStage } from './mcp-tools'
 import { companionAdsStage } from './companion-ads'
 import { keytermLinksStage } from './keyterm-links'
@@ -25,7 +27,7 @@ import { bodyCaptureStage } from './body-capture'
 import type { ChainSettings, FeatureFlags, KeyFeatures, Stage } from './stage'
 
 /** Every stage, in the order it acts on a request. */
-const stages: Stage[] = [steeringStage, responseCacheStage, spendLimitsStage, decisionerStage, mcpToolsStage, companionAdsStage, keytermLinksStage, tracingStage, bodyCaptureStage]
+const stages: Stage[] = [steeringStage, responseCacheStage, spendLimitsStage, decisionerStage, continuationStage, mcpToolsStage, companionAdsStage, keytermLinksStage, tracingStage, bodyCaptureStage]
 
 /**
  * Adds a stage to the registry, after the ones there (or before the one named `before`): a feature

@@ -21,7 +21,7 @@ import type { AssistantResult } from '../../dialects/assistant-result'
 import type { StreamPart } from '../../dialects/stream-parts'
 import type { RouterError } from '../../errors/router-error'
 import type { Config } from '../../config/env'
-import type { ClientDialect, KeptAnswer, ParsedRequest } from '../answer/dialect'
+import type { ClientDialect, KeptAnswer, ParsedRequest, SuccessResult } from '../answer/dialect'
 import type { KeyEntry, Snapshot, WorkspaceEntry } from '../read-model/entries'
 import type { AuthenticatedContext, RequestContext } from '../request/context'
 import type { PlannedAttempt, PlanStep, RoutePlan } from '../routing/plan-route'
@@ -97,6 +97,27 @@ export interface RouteOutcome {
   prefer?: RoutePreference
 }
 
+/**
+ * A model round's stream as a stage that wraps it sees it (a continuation's): the attempt that
+ * answers, the round's routed call, and how to make another call for the round and read its stream.
+ */
+export interface StreamRound {
+  /** The attempt whose stream it is (its step, the plan's steps). */
+  readonly result: SuccessResult
+  /** The round's routed call: `requestFor` gives the body the round sends to a step. */
+  readonly input: RoutedCallInput
+  /**
+   * Another routed call for the round, made through the chain (its attempts are the request's): a
+   * stage may refuse it first (a spend cap that cannot reserve it), and then nothing is sent.
+   */
+  call(input: RoutedCallInput): RouterError | Promise<RunResult>
+  /** A begun stream's parts, decoded (a break becomes an `error` part that says what broke). */
+  parts(result: SuccessResult): ReadableStream<StreamPart>
+}
+
+/** What a model round is reserved as before it is sent: the first round (made longer by the stages' tools), a tool loop's next round, a stream's continuation. */
+export type RoundKind = 'first' | 'next' | 'continuation'
+
 /** One stage's part in one request: every hook is optional. */
 export interface StageRun {
   readonly name: string
@@ -120,10 +141,11 @@ export interface StageRun {
   begin?(hangUp: AbortSignal): void
   /**
    * Before a model round is sent (`first`: the first round, whose body the stages' tools made
-   * longer than it was when the request was read): a refusal ends the answer there. `bodyOf` gives
-   * the round's body as it goes to an attempt.
+   * longer than it was when the request was read; `next`, a tool loop's next round;
+   * `continuation`, a broken stream's continuation): a refusal ends the answer there. `bodyOf`
+   * gives the round's body as it goes to an attempt.
    */
-  beforeRound?(snapshot: Snapshot, bodyOf: (step: PlannedAttempt) => Record<string, unknown> | undefined, first: boolean): RouterError | undefined
+  beforeRound?(snapshot: Snapshot, bodyOf: (step: PlannedAttempt) => Record<string, unknown> | undefined, kind: RoundKind): RouterError | undefined
   /** The plan to run instead of planning one per model round (the plan a spend cap priced is the plan run). */
   plan?(): RoutePlan | undefined
   /** The plan's steps as they may run (a target passed over is a skip). */
@@ -134,6 +156,11 @@ export interface StageRun {
   attempt?(step: PlannedAttempt): AttemptWatch | undefined
   /** Wraps each model round's routed call: `next` makes it (with the stages after this one). */
   wrapCall?(input: RoutedCallInput, next: (input: RoutedCallInput) => Promise<RunResult>): Promise<RunResult>
+  /**
+   * Wraps a model round's streamed parts as they come from the upstream, before the tool loop and
+   * the transforming stages see them (a continuation goes on after a break on another target).
+   */
+  wrapStream?(parts: ReadableStream<StreamPart>, round: StreamRound): ReadableStream<StreamPart>
   /** Transforms a buffered answer before it is written in the client's dialect. */
   transformReply?(reply: AssistantResult): AssistantResult
   /** Transforms a streamed answer part by part, before it is encoded for the client. */

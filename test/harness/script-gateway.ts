@@ -1,0 +1,157 @@
+/**
+ * A scripted upstream for stream tests: a real Bun.serve on 127.0.0.1 whose every answer a test
+ * writes per request — a status and JSON body, or an event stream in pieces (text, or bytes to split
+ * a UTF-8 character or a record anywhere) that then ends, is cut (the body ends in error) or is held
+ * open until the router lets go. Requests are recorded with their parsed bodies. Builders write the
+ * chat and Responses streams of an answer piece by piece.
+ */
+
+export interface ScriptRequest {
+  path: string
+  body: any
+}
+
+export interface Scripted {
+  /** A buffered answer: this status (200) and JSON body. */
+  status?: number
+  json?: unknown
+  /** An event stream: each piece one write, a few milliseconds apart. */
+  pieces?: (string | Uint8Array)[]
+  /** After the pieces: end the body (default), cut the connection, or hold it open. */
+  then?: 'end' | 'cut' | 'hold'
+}
+
+export interface ScriptGateway {
+  url: string
+  requests: ScriptRequest[]
+  /** Sets the answer to each request (`index`: the request's number at this gateway, from 0). */
+  use(answer: (request: ScriptRequest, index: number) => Scripted): void
+  /** Streams the router let go of before their end. */
+  readonly cancelled: number
+  close(): void
+}
+
+const encoder = new TextEncoder()
+
+export function startScriptGateway(pieceGapMs = 5): ScriptGateway {
+  let answer: (request: ScriptRequest, index: number) => Scripted = () => ({ status: 500, json: { error: { message: 'no script' } } })
+  const requests: ScriptRequest[] = []
+  let cancelled = 0
+  const server = Bun.serve({
+    hostname: '127.0.0.1',
+    port: 0,
+    idleTimeout: 0,
+    development: false,
+    async fetch(request) {
+      const text = await request.text()
+      let body: any
+      try {
+        body = text ? JSON.parse(text) : undefined
+      } catch {
+        body = text
+      }
+      const recorded = { path: new URL(request.url).pathname, body }
+      const index = requests.length
+      requests.push(recorded)
+      const scripted = answer(recorded, index)
+      if (!scripted.pieces) return Response.json(scripted.json ?? {}, { status: scripted.status ?? 200 })
+      const pieces = scripted.pieces.map((piece) => (typeof piece === 'string' ? encoder.encode(piece) : piece))
+      let at = 0
+      let open = true
+      let release: () => void = () => {}
+      const letGo = new Promise<void>((resolve) => (release = resolve))
+      const stream = new ReadableStream<Uint8Array>({
+        async pull(controller) {
+          if (at > 0) await Promise.race([Bun.sleep(pieceGapMs), letGo])
+          if (!open) return
+          if (at < pieces.length) {
+            controller.enqueue(pieces[at++]!)
+            return
+          }
+          if (scripted.then === 'hold') {
+            await letGo
+            return
+          }
+          open = false
+          if (scripted.then === 'cut') controller.error(new Error('script gateway: connection cut'))
+          else controller.close()
+        },
+        cancel() {
+          if (open) cancelled++
+          open = false
+          release()
+        },
+      })
+      return new Response(stream, { status: scripted.status ?? 200, headers: { 'content-type': 'text/event-stream' } })
+    },
+  })
+  return {
+    url: `http://127.0.0.1:${server.port}/v1`,
+    requests,
+    use(next) {
+      answer = next
+    },
+    get cancelled() {
+      return cancelled
+    },
+    close() {
+      server.stop(true)
+    },
+  }
+}
+
+/** One SSE record of `data`. */
+export const sseRecord = (data: unknown) => `data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`
+
+export interface ChatStreamOptions {
+  id?: string
+  model?: string
+  /** The finish reason and usage after the texts (omit for a stream that breaks). */
+  finish?: string
+  usage?: { prompt_tokens: number; completion_tokens: number }
+  reasoning?: string[]
+}
+
+/** A chat stream's records: the role chunk, optional reasoning, one chunk per text, and (with `finish`) the end. */
+export function chatStream(texts: string[], options: ChatStreamOptions = {}): string[] {
+  const base = { id: options.id ?? 'chatcmpl-upstream', object: 'chat.completion.chunk', created: 1_700_000_000, model: options.model ?? 'gpt-4o-mini' }
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => sseRecord({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })
+  const records = [chunk({ role: 'assistant', content: '' })]
+  for (const piece of options.reasoning ?? []) records.push(chunk({ reasoning_content: piece }))
+  for (const text of texts) records.push(chunk({ content: text }))
+  if (options.finish) {
+    records.push(chunk({}, options.finish))
+    if (options.usage) records.push(sseRecord({ ...base, choices: [], usage: { ...options.usage, total_tokens: options.usage.prompt_tokens + options.usage.completion_tokens } }))
+    records.push(sseRecord('[DONE]'))
+  }
+  return records
+}
+
+/** A Responses stream's events: created, the text deltas, and (with `complete`) the completed event with usage. */
+export function responsesStream(texts: string[], complete?: { input_tokens: number; output_tokens: number }, id = 'resp_upstream'): string[] {
+  const event = (type: string, data: Record<string, unknown>) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`
+  const response = { id, object: 'response', created_at: 1_700_000_000, model: 'gpt-4o-mini', status: 'in_progress', output: [] }
+  const records = [event('response.created', { response })]
+  records.push(event('response.output_item.added', { output_index: 0, item: { id: 'msg_1', type: 'message', role: 'assistant', content: [] } }))
+  for (const text of texts) records.push(event('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: text }))
+  if (complete) {
+    const whole = texts.join('')
+    records.push(
+      event('response.completed', {
+        response: {
+          ...response,
+          status: 'completed',
+          output: [{ id: 'msg_1', type: 'message', role: 'assistant', content: [{ type: 'output_text', text: whole, annotations: [] }] }],
+          usage: { ...complete, total_tokens: complete.input_tokens + complete.output_tokens },
+        },
+      }),
+    )
+  }
+  return records
+}
+
+/** A client stream's text without its comment records (each a record of its own), and the comment lines. */
+export function withoutComments(text: string): { text: string; comments: string[] } {
+  const records = text.split('\n\n')
+  return { text: records.filter((record) => !record.startsWith(':')).join('\n\n'), comments: records.filter((record) => record.startsWith(':')).map((record) => record.trim()) }
+}
