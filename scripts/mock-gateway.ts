@@ -1,12 +1,12 @@
 /**
  * A mock upstream gateway for trying the router locally (README walkthrough):
- *   ./scripts/mock-gateway --port 9101 [--fail 503] [--delay-ms 0] [--models a,b] [--prices a=0.15/0.6]
+ *   ./scripts/mock-gateway --port 9101 [--fail 503] [--delay-ms 0] [--models a,b] [--prices a=0.15/0.6] [--cut-after N]
  * Answers OpenAI-style /chat/completions (buffered and SSE), /embeddings and /models by path suffix.
  * With --fail N every chat and embeddings call answers HTTP N, so a failover can be watched.
  */
 import { parseArgs } from 'node:util'
 
-const help = `usage: ./scripts/mock-gateway [--port N] [--fail STATUS] [--delay-ms N] [--models a,b] [--prices a=P/C,b=P/C]
+const help = `usage: ./scripts/mock-gateway [--port N] [--fail STATUS] [--delay-ms N] [--models a,b] [--prices a=P/C,b=P/C] [--cut-after N]
 
 A mock upstream gateway on 127.0.0.1 for local trials: answers OpenAI-style /chat/completions
 (buffered and streamed), /embeddings and /models by path suffix. Point a gateway kind at it with
@@ -14,6 +14,9 @@ RT_GATEWAY_URL_<SLUG>=http://127.0.0.1:N (e.g. RT_GATEWAY_URL_OPENAI).
   --port N         listen port, default 9101 (0 picks a free one)
   --fail STATUS    every chat and embeddings call answers HTTP STATUS (to watch a failover)
   --delay-ms N     wait N ms before each failing answer, default 0
+  --cut-after N    a streamed chat answer (a sentence, word by word) is cut after N words: the
+                   connection drops mid-answer (to watch a key with continuation finish it); a
+                   request that carries the partial answer gets the rest of the sentence
   --models a,b     the model ids /models lists
   --prices a=P/C   list model a with prices, USD per million prompt (P) and completion (C) tokens,
                    as OpenRouter's catalog does (the router prices requests and spend caps by them);
@@ -25,11 +28,11 @@ function fail(message: string): never {
   process.exit(1)
 }
 
-let values: { port?: string; fail?: string; 'delay-ms'?: string; models?: string; prices?: string; help?: boolean }
+let values: { port?: string; fail?: string; 'delay-ms'?: string; models?: string; prices?: string; 'cut-after'?: string; help?: boolean }
 try {
   values = parseArgs({
     args: process.argv.slice(2),
-    options: { port: { type: 'string' }, fail: { type: 'string' }, 'delay-ms': { type: 'string' }, models: { type: 'string' }, prices: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { port: { type: 'string' }, fail: { type: 'string' }, 'delay-ms': { type: 'string' }, models: { type: 'string' }, prices: { type: 'string' }, 'cut-after': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
     strict: true,
     allowPositionals: false,
   }).values
@@ -51,6 +54,18 @@ function integer(name: string, text: string | undefined, fallback: number | unde
 const port = integer('port', values.port, 9101)!
 const failStatus = integer('fail', values.fail, undefined)
 const delayMs = integer('delay-ms', values['delay-ms'], 0)! // applies to failing answers
+const cutAfter = integer('cut-after', values['cut-after'], undefined)
+const sentence = 'The quick brown fox jumps over the lazy dog, and then it runs far away into the green forest.'
+
+/** A streamed chat answer of the sentence's words from `from` (characters), cut after `cut` words when given. */
+function sentenceStream(model: string, from: number, cut: number | undefined) {
+  const words = sentence.slice(from).match(/\S+\s*|\s+/g) ?? []
+  const base = { id: `chatcmpl-mock-${crypto.randomUUID().slice(0, 8)}`, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model }
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({ ...base, choices: [{ index: 0, delta, finish_reason: finish }] })
+  const events: unknown[] = [chunk({ role: 'assistant', content: '' }), ...words.map((word) => chunk({ content: word }))]
+  events.push(chunk({}, 'stop'), { ...base, choices: [], usage: { prompt_tokens: 12, completion_tokens: words.length, total_tokens: 12 + words.length } }, '[DONE]')
+  return { sse: events, chunkDelayMs: 40, ...(cut !== undefined && cut < words.length ? { breakAfter: 1 + cut } : {}) }
+}
 const models = values.models?.split(',')
 const prices = new Map<string, { prompt: string; completion: string }>()
 for (const entry of values.prices?.split(',') ?? []) {
@@ -74,7 +89,14 @@ const gateway = await startMockGateway({
     if (call && failStatus) {
       return { status: failStatus, delayMs, json: { error: { message: `mock gateway on port ${port} answers ${failStatus}`, type: 'server_error' } } }
     }
+    if (cutAfter !== undefined && request.path.endsWith('/chat/completions') && request.body?.stream === true) {
+      // A continuation carries the partial answer as an assistant turn: the rest of the sentence follows.
+      const messages: any[] = Array.isArray(request.body.messages) ? request.body.messages : []
+      const partial = messages.findLast((message) => message?.role === 'assistant' && typeof message.content === 'string')?.content as string | undefined
+      const from = partial && sentence.startsWith(partial) ? partial.length : 0
+      return sentenceStream(String(request.body.model ?? 'mock'), from, from === 0 ? cutAfter : undefined)
+    }
     return undefined
   },
 })
-process.stdout.write(`mock gateway listening on ${gateway.url}${failStatus ? ` (every call answers ${failStatus})` : ''}\n`)
+process.stdout.write(`mock gateway listening on ${gateway.url}${failStatus ? ` (every call answers ${failStatus})` : ''}${cutAfter !== undefined ? ` (streams cut after ${cutAfter} words)` : ''}\n`)
