@@ -68,6 +68,11 @@ export interface CacheStoreOptions {
 /** A writer that holds this many characters of answers not yet committed takes no more (a cache may drop). */
 const maxQueuedChars = 64 * 1024 * 1024
 const defaultPruneEveryMs = 60_000
+/** How often hits are stamped used (scheduleTouch). */
+const touchEveryMs = 1000
+/** The bounds of the entries read lately (CacheStore.recent). */
+const recentMaxEntries = 1024
+const recentMaxChars = 16 * 1024 * 1024
 /** After the writer failed, how long puts are dropped before a new writer thread is started. */
 const restartAfterMs = 30_000
 
@@ -76,7 +81,7 @@ type WriterThread = Worker & { ref(): void; unref(): void }
 
 export class CacheStore {
   private readonly database: Database
-  private readonly hit: Statement<CachedEntry, [string, number, number]>
+  private readonly hit: Statement<Omit<CachedEntry, 'raw'> & { expiresAt: number }, [string, number, number]>
   private readonly semantic: Statement<{ key: string; embedding: Uint8Array; createdAt: number }, [string, number, number]>
   private readonly now: () => number
   private readonly maxBytes: number
@@ -99,6 +104,7 @@ export class CacheStore {
   /** Characters of values posted to the writer and not yet committed. */
   private inFlightChars = 0
   private sendScheduled = false
+  private touchTimer: ReturnType<typeof setTimeout> | undefined = undefined
   private nextFlushId = 1
   private readonly flushes = new Map<number, { resolve(): void; reject(error: Error): void }>()
   private onClosed: (() => void) | undefined
@@ -113,6 +119,15 @@ export class CacheStore {
    * wrong answer.
    */
   private readonly present = new Map<number, number>()
+  /**
+   * Entries read lately, by key, with their expiry, the least recently read first (bounded by
+   * `recentMaxEntries` and `recentMaxChars`): a hit on an entry read lately reads nothing from the
+   * file, since a read costs each hit more than the rest of its lookup. An entry is dropped from it
+   * when this store puts, purges or deletes its key; one another process deleted is still whole
+   * and unexpired, and a purge elsewhere is a time every lookup checks (`notBefore`).
+   */
+  private readonly recent = new Map<string, { entry: CachedEntry; expiresAt: number }>()
+  private recentChars = 0
   private evictions = 0
   private dropped = 0
   private closing: Promise<void> | undefined
@@ -129,7 +144,7 @@ export class CacheStore {
     this.onEvict = options.onEvict
     this.database = openCacheDatabase(path, true)
     this.hit = this.database.query(
-      'SELECT value, created_at AS createdAt, gateway, cost_nano_usd AS costNanoUsd FROM cache_entries WHERE key = ? AND expires_at > ? AND created_at >= ?',
+      'SELECT value, created_at AS createdAt, expires_at AS expiresAt, gateway, cost_nano_usd AS costNanoUsd FROM cache_entries WHERE key = ? AND expires_at > ? AND created_at >= ?',
     )
     this.semantic = this.database.query(
       'SELECT key, embedding, created_at AS createdAt FROM cache_entries WHERE semantic_key = ? AND expires_at > ? AND embedding IS NOT NULL ORDER BY created_at DESC LIMIT ?',
@@ -157,12 +172,45 @@ export class CacheStore {
     if (queued && queued.expiresAt > now && queued.createdAt >= since) {
       return { value: queued.value, raw: queued.raw, createdAt: queued.createdAt, gateway: queued.gateway, costNanoUsd: queued.costNanoUsd }
     }
-    const entry = this.hit.get(key, now, since) ?? undefined
-    if (entry) {
-      this.used.add(key)
-      this.scheduleSend()
+    const recent = this.recent.get(key)
+    if (recent !== undefined) {
+      if (recent.expiresAt > now && recent.entry.createdAt >= since) {
+        // Read again: the most recently read now.
+        this.recent.delete(key)
+        this.recent.set(key, recent)
+        this.used.add(key)
+        this.scheduleTouch()
+        return recent.entry
+      }
+      if (recent.expiresAt <= now) this.dropRecent(key)
     }
+    const row = this.hit.get(key, now, since)
+    if (!row) return undefined
+    const entry: CachedEntry = { value: row.value, createdAt: row.createdAt, gateway: row.gateway, costNanoUsd: row.costNanoUsd }
+    this.keepRecent(key, entry, row.expiresAt)
+    this.used.add(key)
+    this.scheduleTouch()
     return entry
+  }
+
+  private keepRecent(key: string, entry: CachedEntry, expiresAt: number) {
+    const chars = entry.value?.length ?? 0
+    if (chars > recentMaxChars / 16) return
+    this.dropRecent(key)
+    this.recent.set(key, { entry, expiresAt })
+    this.recentChars += chars
+    while (this.recent.size > recentMaxEntries || this.recentChars > recentMaxChars) {
+      const oldest = this.recent.keys().next().value
+      if (oldest === undefined) break
+      this.dropRecent(oldest)
+    }
+  }
+
+  private dropRecent(key: string) {
+    const recent = this.recent.get(key)
+    if (recent === undefined) return
+    this.recent.delete(key)
+    this.recentChars -= recent.entry.value?.length ?? 0
   }
 
   /** Queues the entry for the writer; it replaces an entry of the same key. */
@@ -175,6 +223,7 @@ export class CacheStore {
     }
     this.puts.push(entry)
     this.pending.set(entry.key, entry)
+    this.dropRecent(entry.key)
     this.remember(entry.key)
     this.queuedChars += chars
     this.scheduleSend()
@@ -200,6 +249,8 @@ export class CacheStore {
         : deleteInChunks(this.database, 'workspace_id = ? AND key_id = ?', [target.workspaceId, keyId], keys)
     this.forget(keys)
     this.subtract(deleted)
+    this.recent.clear()
+    this.recentChars = 0
     // Not yet sent: dropped here. Sent, not yet committed: deleted again by the writer after them.
     const purged = (entry: CacheWrite) => entry.workspaceId === target.workspaceId && (entry.keyId ?? null) === keyId
     this.puts = this.puts.filter((entry) => !purged(entry))
@@ -285,6 +336,7 @@ export class CacheStore {
   private forget(keys: readonly string[]) {
     const present = this.present
     for (const key of keys) {
+      this.dropRecent(key)
       const print = fingerprint(key)
       if (print === undefined) continue
       const count = present.get(print)
@@ -310,8 +362,26 @@ export class CacheStore {
     setImmediate(() => this.send())
   }
 
+  /**
+   * Hits are stamped used once a second (or with the next puts), not per turn: every commit of the
+   * writer makes each reader's next read start from a cleared page cache, which would cost every hit
+   * more than its lookup. The least-recently-used order is kept to the second.
+   */
+  private scheduleTouch() {
+    if (this.touchTimer !== undefined || this.sendScheduled) return
+    this.touchTimer = setTimeout(() => {
+      this.touchTimer = undefined
+      this.send()
+    }, touchEveryMs)
+    this.touchTimer.unref?.()
+  }
+
   private send() {
     this.sendScheduled = false
+    if (this.touchTimer !== undefined) {
+      clearTimeout(this.touchTimer)
+      this.touchTimer = undefined
+    }
     if (this.puts.length === 0 && this.used.size === 0) return
     const write = { type: 'write' as const, puts: this.puts, used: [...this.used], now: this.now() }
     this.puts = []

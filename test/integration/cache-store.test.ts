@@ -87,6 +87,38 @@ describe('CacheStore reads', () => {
     expect(store.stats()).toMatchObject({ entries: 1, bytes: '"second"'.length + cacheRowOverheadBytes })
   })
 
+  test('an entry read lately answers from memory, with its expiry, max age and purge time still applied; a put, a purge and a prune drop it', async () => {
+    const path = cachePath()
+    let now = 1_000_000_000_000
+    const store = openStore(path, { now: () => now })
+    store.put(entry(1, { createdAt: now - 1000, expiresAt: now + 60_000, value: '"first"' }))
+    store.put(entry(2, { createdAt: now - 1000, expiresAt: now + 10_000 }))
+    await store.flush()
+    expect(store.get(hex(1))?.value).toBe('"first"')
+    expect(store.get(hex(2))).toBeDefined()
+    // Deleted behind the store's back (another process): what it read lately is still whole and unexpired.
+    const other = new Database(path)
+    other.exec('PRAGMA busy_timeout = 5000')
+    other.query('DELETE FROM cache_entries WHERE key = ?').run(hex(1))
+    other.close()
+    expect(store.get(hex(1))?.value).toBe('"first"')
+    // Max age and a purge time apply to it as to a read.
+    expect(store.get(hex(1), 999)).toBeUndefined()
+    expect(store.get(hex(1), undefined, now - 999)).toBeUndefined()
+    // A put replaces it.
+    store.put(entry(1, { createdAt: now, expiresAt: now + 60_000, value: '"second"' }))
+    await store.flush()
+    expect(store.get(hex(1))?.value).toBe('"second"')
+    // Expired: never served, from memory or the file.
+    now += 10_000
+    expect(store.get(hex(2))).toBeUndefined()
+    expect(store.prune()).toBe(1)
+    // A purge drops what was read lately.
+    expect(store.get(hex(1))?.value).toBe('"second"')
+    expect(store.purge({ workspaceId: 'ws_1', keyId: 'key_1' })).toBe(1)
+    expect(store.get(hex(1))).toBeUndefined()
+  })
+
   test('candidates: the newest unexpired entries of the partition with an embedding, newest first, at most the limit', async () => {
     const now = Date.now()
     const store = openStore(cachePath(), { now: () => now })
