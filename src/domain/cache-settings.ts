@@ -4,6 +4,7 @@
  * the optional semantic lookup (an embeddings model that finds a near enough earlier question).
  * Stored as JSON with the wire names and every default filled in; a key without one never looks.
  */
+import { presentStoredSetting, storedSetting, type SettingCodec } from './stored-setting'
 
 export type CacheScope = 'key' | 'workspace'
 
@@ -96,22 +97,16 @@ export function cacheViewOf(value: unknown): CacheView | null {
   }
 }
 
+const codec: SettingCodec<CacheView> = { problem: cacheProblem, viewOf: cacheViewOf }
+
 /** The stored JSON of a value cacheProblem accepted (null: off). A change replaces the whole setting. */
 export function storedCache(value: unknown): string | null {
-  const view = cacheViewOf(value)
-  return view ? JSON.stringify(view) : null
+  return storedSetting(codec, value)
 }
 
 /** The stored JSON as the key object shows it; null when off (or the text is unreadable). */
 export function presentStoredCache(text: string | null | undefined): CacheView | null {
-  if (!text) return null
-  let value: unknown
-  try {
-    value = JSON.parse(text)
-  } catch {
-    return null
-  }
-  return value !== null && cacheProblem(value) === undefined ? cacheViewOf(value) : null
+  return presentStoredSetting(codec, text)
 }
 
 /**

@@ -4,6 +4,7 @@
  * the next target of the plan. Stored as JSON with the wire names and the default filled in; a key
  * without one never continues.
  */
+import { presentStoredSetting, storedSetting, type SettingCodec } from './stored-setting'
 
 export interface ContinuationSettings {
   /** How many continuations one answer may take, 1 to 3. */
@@ -46,22 +47,16 @@ export function continuationViewOf(value: unknown): ContinuationView | null {
   return { max_hops: typeof value.max_hops === 'number' ? value.max_hops : defaultContinuationHops }
 }
 
+const codec: SettingCodec<ContinuationView> = { problem: continuationProblem, viewOf: continuationViewOf }
+
 /** The stored JSON of a value continuationProblem accepted (null: off). A change replaces the whole setting. */
 export function storedContinuation(value: unknown): string | null {
-  const view = continuationViewOf(value)
-  return view ? JSON.stringify(view) : null
+  return storedSetting(codec, value)
 }
 
 /** The stored JSON as the key object shows it; null when off (or the text is unreadable). */
 export function presentStoredContinuation(text: string | null | undefined): ContinuationView | null {
-  if (!text) return null
-  let value: unknown
-  try {
-    value = JSON.parse(text)
-  } catch {
-    return null
-  }
-  return value !== null && continuationProblem(value) === undefined ? continuationViewOf(value) : null
+  return presentStoredSetting(codec, text)
 }
 
 /** The stored JSON → the setting the key's streams use; undefined when off (or unreadable). */

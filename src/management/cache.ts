@@ -3,8 +3,8 @@
  * checks are the key's, keys.ts), and the purge of the entries the key's requests are answered from.
  */
 import { parseStoredCache, presentStoredCache } from '../domain/cache-settings'
-import { isPlainObject, type Actor, type ManagementDeps } from './context'
-import { requireKeyRow, updateKey, type KeyRef, type KeyView } from './keys'
+import type { Actor, ManagementDeps } from './context'
+import { requireKeyRow, setKeySetting, type KeyRef, type KeyView } from './keys'
 
 export interface SetCacheInput {
   id: string
@@ -19,13 +19,7 @@ export interface SetCacheInput {
 
 /** Sets a key's cache (the CLI's actor acts in the key's own workspace). Answers the key. */
 export function setKeyCache(deps: ManagementDeps, actor: Actor, input: SetCacheInput): KeyView {
-  const scoped = actor.kind === 'cli' ? { ...actor, workspaceId: deps.repositories.inferenceKeys.getById(input.id)?.workspaceId ?? '' } : actor
-  let cache = input.cache
-  if (input.keepStored && isPlainObject(cache)) {
-    const stored = presentStoredCache(requireKeyRow(deps, actor.kind === 'cli' ? input.id : { id: input.id, workspaceId: actor.workspaceId }).cache)
-    cache = { ...(stored ?? {}), ...cache }
-  }
-  return updateKey(deps, scoped, input.id, { cache })
+  return setKeySetting(deps, actor, input.id, 'cache', input.cache, input.keepStored ? (row) => presentStoredCache(row.cache) : undefined)
 }
 
 /**

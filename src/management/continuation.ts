@@ -3,8 +3,8 @@
  * whole (its checks are the key's, keys.ts), as the response cache's is (cache.ts).
  */
 import { presentStoredContinuation } from '../domain/continuation-settings'
-import { isPlainObject, type Actor, type ManagementDeps } from './context'
-import { requireKeyRow, updateKey, type KeyView } from './keys'
+import type { Actor, ManagementDeps } from './context'
+import { setKeySetting, type KeyView } from './keys'
 
 export interface SetContinuationInput {
   id: string
@@ -19,11 +19,5 @@ export interface SetContinuationInput {
 
 /** Sets a key's continuation (the CLI's actor acts in the key's own workspace). Answers the key. */
 export function setKeyContinuation(deps: ManagementDeps, actor: Actor, input: SetContinuationInput): KeyView {
-  const scoped = actor.kind === 'cli' ? { ...actor, workspaceId: deps.repositories.inferenceKeys.getById(input.id)?.workspaceId ?? '' } : actor
-  let continuation = input.continuation
-  if (input.keepStored && isPlainObject(continuation)) {
-    const stored = presentStoredContinuation(requireKeyRow(deps, actor.kind === 'cli' ? input.id : { id: input.id, workspaceId: actor.workspaceId }).continuation)
-    continuation = { ...(stored ?? {}), ...continuation }
-  }
-  return updateKey(deps, scoped, input.id, { continuation })
+  return setKeySetting(deps, actor, input.id, 'continuation', input.continuation, input.keepStored ? (row) => presentStoredContinuation(row.continuation) : undefined)
 }

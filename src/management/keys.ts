@@ -240,6 +240,19 @@ export const defaultRotationGraceSeconds = 86_400
 const maxRotationGraceSeconds = 30 * 86_400
 
 /**
+ * Sets one of a key's settings kept as JSON (`cache`, `continuation`) on its own; the CLI's actor acts
+ * in the key's own workspace. `stored`: the fields the value does not name keep what is stored (the
+ * CLI's flags; `stored` reads the row's setting as the key object shows it); without it the value
+ * replaces the setting whole. Answers the key.
+ */
+export function setKeySetting(deps: ManagementDeps, actor: Actor, id: string, field: 'cache' | 'continuation', value: unknown, stored?: (row: InferenceKeyRow) => object | null): KeyView {
+  const scoped = actor.kind === 'cli' ? { ...actor, workspaceId: deps.repositories.inferenceKeys.getById(id)?.workspaceId ?? '' } : actor
+  let setting = value
+  if (stored && isPlainObject(setting)) setting = { ...(stored(requireKeyRow(deps, actor.kind === 'cli' ? id : { id, workspaceId: actor.workspaceId })) ?? {}), ...setting }
+  return updateKey(deps, scoped, id, { [field]: setting })
+}
+
+/**
  * A key named by the operator (the CLI: any workspace) or by a workspace's management key (the
  * dashboard: that workspace's keys only; another's is not found, as on /api/v1).
  */

@@ -659,7 +659,7 @@ describe('where a decoded stream ends', () => {
   test.skipIf(!haveRecorded)('chat: an in-stream error (stream-error-midstream-groq.sse) on a body held open ends the parts at once and lets the upstream go', async () => {
     const { parts, elapsed } = await decodeHeldOpen(readFileSync(join(recorded, 'openai-chat/stream-error-midstream-groq.sse'), 'utf8'), decodeChatStream)
     expect(elapsed).toBeLessThan(500)
-    expect(parts.at(-1)).toEqual({ type: 'error', code: 'stream_aborted', message: expect.stringContaining('Tool call validation failed') })
+    expect(parts.at(-1)).toEqual({ type: 'error', code: 'stream_aborted', why: 'error', message: expect.stringContaining('Tool call validation failed') })
     expect(summarise(parts).partsAfterEnd).toBe(0)
   })
 
@@ -668,7 +668,7 @@ describe('where a decoded stream ends', () => {
     const text = new TextDecoder().decode(jsonlAsSse(lines.filter((line) => !line.includes('"type":"response.failed"')).join('\n')))
     const { parts, elapsed } = await decodeHeldOpen(text, decodeResponsesStream)
     expect(elapsed).toBeLessThan(500)
-    expect(parts.at(-1)).toEqual({ type: 'error', code: 'stream_aborted', message: expect.stringContaining('You exceeded your current quota') })
+    expect(parts.at(-1)).toEqual({ type: 'error', code: 'stream_aborted', why: 'error', message: expect.stringContaining('You exceeded your current quota') })
   })
 
   test('chat: a whole answer on a body held open (no [DONE]) ends with its finish and usage after the grace, and the upstream is let go', async () => {
