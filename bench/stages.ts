@@ -26,6 +26,10 @@ import { scanReply } from '../src/dialects/reply-shape'
 import type { InferenceDeps } from '../src/pipeline/types'
 import type { StageRun } from '../src/pipeline/stages/stage'
 import { admitLimited } from '../src/pipeline/limits/admission'
+import { guardedPrompt, personalDataGuardrails } from '../scripts/bench/guardrail-set'
+
+/** The guardrails stage line (scripts/bench.ts reads its budget from it). */
+export const guardrailsStageName = 'guardrails: the personal-data set over a 1 KB prompt (scan + mask)'
 
 const heapSuffix = ' (heap)'
 
@@ -258,6 +262,23 @@ export async function runStages(): Promise<StageResult[]> {
     stage(missName, async () => {
       await miss(ask())
       postQueued()
+    })
+
+    // Guardrails (CONTRACT §17): the personal-data set over a 1 KB prompt on the serving thread —
+    // every text scanned by the six detectors, the matches masked with their placeholders, the body
+    // written anew. A key without guardrails pays none of it (its chain has no such stage).
+    const guardedKey = await manage('/api/v1/keys', { routing: { targets: [{ provider_key_id: provider.id }] }, guardrails: personalDataGuardrails })
+    const guardedSnapshot = await runtime.snapshots.fresh()
+    const guarded = authenticate(guardedSnapshot, presentedKey(new Headers({ authorization: `Bearer ${guardedKey.key}` }), null), caller, Date.now())
+    const { guardrailsStage } = await import('../src/pipeline/stages/guardrails/stage')
+    const guardedContext = new RequestContext('chat', 'chat', undefined, undefined, false) as import('../src/pipeline/request/context').AuthenticatedContext
+    guardedContext.key = guarded.key
+    guardedContext.workspace = guarded.workspace
+    guardedContext.snapshot = guardedSnapshot
+    const guardedParsed = { ...parsedChat, upstreamBody: { model: 'openai/gpt-4o-mini', messages: [{ role: 'user', content: guardedPrompt }] } }
+    stage(guardrailsStageName, () => {
+      const run = guardrailsStage.open!({ context: guardedContext, deps, parsed: guardedParsed, dialect: { name: 'chat', enriched: true }, clientSignal: undefined, deadlineAt: 0, requestHeaders: cacheRequestHeaders, answered: false }) as StageRun
+      do_not_optimize(run.rewrite!(guardedParsed))
     })
 
     // Traces on at 100% sampling (CONTRACT §13): what a traced request adds, its SERVER span and one

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { readSegment, requestJournalDirectory } from '../src/storage/request-journal'
 import { drain, load, managementClient, percentile, readLine, type Child } from './bench/children'
+import { guardedPrompt, personalDataGuardrails } from './bench/guardrail-set'
 
 const repoRoot = join(import.meta.dir, '..')
 if (process.argv.includes('--help') || process.argv.includes('-h')) {
@@ -126,7 +127,7 @@ async function measure(name: string, systems: Record<string, SystemTarget>, conc
   // Warm-up for every system (JIT, connection pools), not measured.
   for (const [system, target] of Object.entries(systems)) {
     const warm = await load({ ...target, concurrency, durationMs: 400, stream })
-    if (system === 'router') routerRequestsSent += warm.sent
+    if (system === 'router' || system === 'guarded') routerRequestsSent += warm.sent
   }
   const routerWindows: [number, number][] = []
   const order = Object.entries(systems)
@@ -143,7 +144,7 @@ async function measure(name: string, systems: Record<string, SystemTarget>, conc
       // The log line comes a moment after the collection: a little slack at the window's end.
       if (system === 'router') routerWindows.push([from, performance.now() + 50])
       const aggregate = totals[system]!
-      if (system === 'router') routerRequestsSent += result.sent
+      if (system === 'router' || system === 'guarded') routerRequestsSent += result.sent
       aggregate.requests += result.completed
       aggregate.errors += result.errors
       aggregate.elapsedMs += result.elapsedMs
@@ -238,6 +239,11 @@ async function configureRouter(admin: ReturnType<typeof managementClient>) {
 /** A key with a response cache (CONTRACT §15), on the current router only (a baseline may predate the setting). */
 async function cachedKey(admin: ReturnType<typeof managementClient>, providerKeyId: string): Promise<string> {
   const key = await admin('POST', '/api/v1/keys', { name: 'bench cached', cache: { ttl_seconds: 86_400 }, routing: { targets: [{ provider_key_id: providerKeyId }] } })
+  return key.key as string
+}
+
+async function guardedKey(admin: ReturnType<typeof managementClient>, providerKeyId: string): Promise<string> {
+  const key = await admin('POST', '/api/v1/keys', { name: 'bench guarded', guardrails: personalDataGuardrails, routing: { targets: [{ provider_key_id: providerKeyId }] } })
   return key.key as string
 }
 
@@ -355,6 +361,7 @@ async function main() {
     const routerUrl = `http://127.0.0.1:${routerPort}`
     const keys = await configureRouter(managementClient(routerUrl, managementKey))
     const cachedSecret = await cachedKey(managementClient(routerUrl, managementKey), keys.working)
+    const guardedSecret = await guardedKey(managementClient(routerUrl, managementKey), keys.working)
     const routerPid = router.pid
     const barePid = bare.pid
     const rssAtStart = rssMb(routerPid)
@@ -438,6 +445,20 @@ async function main() {
     // stream, and the hit's first byte would wait in the router's queue, not on its work.
     scenarios.push(await measure('cache hit (streamed chat), c=1', cachedSystems(streamBody), 1, true))
 
+    // Guardrails (CONTRACT §17): the personal-data set on a streamed answer, one request at a time,
+    // beside the plain key's stream (the 'streaming chat, c=1' scenario) in the same rounds.
+    scenarios.push(
+      await measure(
+        'guardrails (personal-data set), streamed, c=1',
+        {
+          ...chatSystems('plain', streamBody),
+          guarded: { url: `${routerUrl}/v1/chat/completions`, headers: { ...json, authorization: `Bearer ${guardedSecret}` }, body: streamBody, pid: routerPid },
+        },
+        1,
+        true,
+      ),
+    )
+
     // Memory: RSS after the first 10k requests against RSS after soakTotal.
     const soakTarget = chatSystems('plain').router!
     if (only) {
@@ -493,6 +514,8 @@ async function main() {
     const translated = [byName['messages → chat translation, c=16']!, byName['chat → Responses translation, c=16']!]
     const cacheHit = byName['cache hit (buffered chat), c=64']!
     const cacheStream = byName['cache hit (streamed chat), c=1']!
+    const guarded = byName['guardrails (personal-data set), streamed, c=1']!
+    const guardedTtfb = guarded.guarded!.ttfb_p50 - guarded.router!.ttfb_p50
     const ttfbAdded = (systems: Record<string, SystemStats>, system = 'router') => systems[system]!.ttfb_p50 - systems.bare!.ttfb_p50
     const cpuRatio = (systems: Record<string, SystemStats>, over = 'bare', system = 'router') => systems[system]!.cpu_us_per_request / systems[over]!.cpu_us_per_request
     const line = (rule: string, value: number, limit: number, pass: boolean) => ({ rule, value, limit, pass })
@@ -509,6 +532,7 @@ async function main() {
       }),
       line('cache hit (c=64): router CPU/request < the bare hop\'s', cpuRatio(cacheHit), 1, cpuRatio(cacheHit) < 1),
       line('cache hit, streamed (c=1): TTFB p50 below the bare hop\'s (ms over bare)', ttfbAdded(cacheStream), 0, ttfbAdded(cacheStream) < 0),
+      line('guardrails (personal-data set), streamed (c=1): TTFB p50 over the plain key\'s ≤ 1 ms', guardedTtfb, 1, guardedTtfb <= 1),
       line('stream chunks delivered as they arrive (TTFB < half the stream)', streaming.router!.ttfb_p50 / streaming.router!.p50, 0.5, streaming.router!.ttfb_p50 < streaming.router!.p50 / 2),
       line('failover (c=1) added over a direct call to the 2nd target < 1 ms', failover.router!.p50 - failover.direct!.p50, 1, failover.router!.p50 - failover.direct!.p50 < 1),
       line(`RSS growth from 10k to ${soakTotal / 1000}k requests < 30 MB`, rssAfterSoak - rssAfter10k, 30, rssAfterSoak - rssAfter10k < 30),
@@ -560,12 +584,18 @@ async function main() {
       duration_s: (performance.now() - started) / 1000,
     }
     // The per-stage micro-benchmarks, beside the end-to-end table (after the load, on a quiet machine).
-    const { runStages, stagesTable } = await import('../bench/stages')
+    const { runStages, stagesTable, guardrailsStageName } = await import('../bench/stages')
     const stages = await runStages()
     // A miss on a cached key, on the serving thread (the per-stage micro-benchmark: the entry key,
     // the lookup, the flight, the answer decoded and queued for the writer thread).
     const miss = stages.find((stage) => stage.stage.startsWith('cache: a miss'))
     if (miss) budget.push(line('cache miss on the serving thread < 10 µs (stage micro-benchmark)', miss.nsPerOp / 1000, 10, miss.nsPerOp < 10_000))
+    // The personal-data guardrail set over a 1 KB prompt, on the serving thread (CONTRACT §17).
+    const guardrails = stages.find((stage) => stage.stage === guardrailsStageName)
+    if (guardrails) {
+      const perKb = (guardrails.nsPerOp / 1000) * (1024 / new TextEncoder().encode(guardedPrompt).length)
+      budget.push(line('guardrails, personal-data set: µs per KB of prompt on the serving thread ≤ 20 (stage micro-benchmark)', perKb, 20, perKb <= 20))
+    }
     mkdirSync(join(repoRoot, 'bench/results'), { recursive: true })
     writeFileSync(join(repoRoot, 'bench/results/latest.json'), JSON.stringify({ ...results, stages }, null, 2) + '\n')
     process.stdout.write(renderTable(results) + '\n\n' + stagesTable(stages) + '\n')

@@ -217,6 +217,35 @@ export const commands: readonly CommandSpec[] = [
     },
   },
   {
+    words: ['key', 'guardrails'],
+    synopsis: '--id KEY_ID (--json OBJECT | --off)',
+    summary:
+      'Sets an inference key\'s guardrails (CONTRACT §17), replacing the whole setting: --json \'{"mode":"enforce","input":[{"detector":"email","action":"mask"}],"output":[]}\' (mode enforce or monitor; rules {detector, action mask|block, name}: email, phone, credit_card, iban, us_ssn, ip_address, secret, regex with pattern, moderation with provider_key_id and categories, input only, block only). --off turns them off. Prints the key.',
+    options: {
+      id: { kind: 'text', placeholder: 'KEY_ID', required: true, description: 'the inference key id' },
+      json: { kind: 'text', placeholder: 'OBJECT', description: 'the whole setting as a JSON object {mode, input, output}' },
+      off: { kind: 'switch', description: 'turns guardrails off; takes no --json' },
+    },
+    operation: 'keys.set_guardrails',
+    input: (flags) => {
+      const json = flags.text('json')
+      if (flags.flag('off')) {
+        if (json !== undefined) throw new UsageError('key guardrails --off takes no --json')
+        return { id: flags.text('id')!, guardrails: null }
+      }
+      if (json === undefined) throw new UsageError('key guardrails needs --json OBJECT (the whole setting) or --off')
+      let guardrails: unknown
+      try {
+        guardrails = JSON.parse(json)
+      } catch {
+        throw new UsageError('key guardrails --json: not valid JSON')
+      }
+      // Null (JSON `null`) is --off's job; anything else goes to the rule as it is, which names the field it refuses.
+      if (guardrails === null) throw new UsageError('key guardrails --json takes an object; --off turns guardrails off')
+      return { id: flags.text('id')!, guardrails }
+    },
+  },
+  {
     words: ['cache', 'purge'],
     summary:
       "Deletes the response cache entries an inference key's requests are answered from on this machine: the key's own, or its workspace's shared entries when the key's cache scope is workspace. Prints {\"purged\": <entries>}.",

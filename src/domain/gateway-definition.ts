@@ -26,6 +26,8 @@ export interface GatewayDefinition {
   capabilities: {
     chat: boolean
     embeddings: boolean
+    /** Serves `/moderations` (what a key's guardrail rule `moderation` calls, CONTRACT §17). */
+    moderations: boolean
     responses: ResponsesSupport
     /** Stores responses, so it can anchor a `previous_response_id` chain. */
     chain: boolean

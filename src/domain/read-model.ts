@@ -7,6 +7,7 @@ import type { CompiledAllowlist } from './allowlist'
 import type { CacheSettings } from './cache-settings'
 import type { ContinuationSettings } from './continuation-settings'
 import type { GatewayDefinition } from './gateway-definition'
+import type { GuardrailSettings } from './guardrail-settings'
 import type { KeyLimits } from './key-limits'
 import type { StoredRule } from './routing-rule'
 
@@ -49,6 +50,8 @@ export interface KeyEntry<Pipeline> {
   cache: CacheSettings | undefined
   /** Mid-stream continuation (CONTRACT §16); undefined for a key without it (off, the default). */
   continuation: ContinuationSettings | undefined
+  /** Guardrails (CONTRACT §17), patterns compiled; undefined for a key without them (off, the default, or no rule). */
+  guardrails: GuardrailSettings | undefined
   /** What applies to the key's requests (stages/registry.ts), with its workspace's settings. */
   pipeline: Pipeline
 }

@@ -56,6 +56,8 @@ export const errorCodes = {
   upstream_timeout: { status: 504, type: 'api_error', message: 'The gateway received the batch but did not confirm it in time. It may still exist: check the batch list before resubmitting.' },
   batch_check_unavailable: { status: 503, type: 'api_error', message: 'Whether the model can be batched could not be checked just now. Nothing was submitted; try again.' },
   batch_ids_unavailable: { status: 503, type: 'api_error', message: 'A batch id could not be reserved just now. Nothing was submitted; try again.' },
+  guardrail_blocked: { status: 400, type: 'invalid_request_error', message: 'A guardrail of this key blocked the request.' },
+  guardrail_unavailable: { status: 503, type: 'api_error', message: "A guardrail rule's moderation check could not be made; the request was not sent." },
   cache_miss: { status: 504, type: 'api_error', message: 'Cache-Control: only-if-cached, and the response cache holds no answer to this request.' },
   deadline_exceeded: { status: 504, type: 'api_error', message: 'The request deadline ran out before a gateway answered.' },
 } as const satisfies Record<string, { status: number; type: string; message: string }>

@@ -17,6 +17,7 @@ const chatGateway = {
   decisioner: false,
   omitParams: [] as readonly string[],
   prefill: false as Prefill,
+  moderations: false,
 }
 
 export const gatewayCatalog = [
@@ -27,7 +28,7 @@ export const gatewayCatalog = [
     authHeader: 'authorization',
     routable: true,
     decisions: true,
-    capabilities: { ...chatGateway, embeddings: true, chain: true, retrieve: true, decisioner: true },
+    capabilities: { ...chatGateway, embeddings: true, chain: true, retrieve: true, decisioner: true, moderations: true },
   },
   {
     id: 'openrouter',
@@ -139,7 +140,7 @@ export const gatewayCatalog = [
     authHeader: 'authorization',
     routable: true,
     decisions: false,
-    capabilities: { ...chatGateway, embeddings: true, prefill: 'prefix' as const },
+    capabilities: { ...chatGateway, embeddings: true, prefill: 'prefix' as const, moderations: true },
   },
   {
     id: 'xai',

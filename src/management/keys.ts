@@ -11,6 +11,7 @@ import { KeyCreateInput, KeyUpdateInput, apiShapes, assertValid, type ApiShape }
 import { limitsProblem, mergeLimits, presentStoredLimits } from '../domain/key-limits'
 import { cacheProblem, presentStoredCache, storedCache } from '../domain/cache-settings'
 import { continuationProblem, presentStoredContinuation, storedContinuation } from '../domain/continuation-settings'
+import { guardrailsProblem, presentStoredGuardrails, storedGuardrails } from '../domain/guardrail-settings'
 import { findGateway } from '../gateways/catalog'
 import { monthStartOf, shownState, type LimitState } from '../pipeline/limits/ledger'
 import { roundUsd } from './usage'
@@ -75,6 +76,7 @@ export function presentKey({ key, rule }: KeyWithRule, providers: ReadonlyMap<st
     limit_state: presentState(state),
     cache: presentStoredCache(key.cache),
     continuation: presentStoredContinuation(key.continuation),
+    guardrails: presentStoredGuardrails(key.guardrails),
     ...(secret !== undefined ? { key: secret } : {}),
   }
 }
@@ -92,6 +94,17 @@ function present(deps: ManagementDeps, entry: KeyWithRule, providers: ReadonlyMa
 }
 
 /**
+ * A provider key a key setting names (`field`): one of the key's workspace, enabled, whose gateway
+ * serves what the setting calls it for (`serves`: embeddings, moderations).
+ */
+function requireServingProviderKey(deps: ManagementDeps, workspaceId: string, field: string, providerKeyId: string, serves: 'embeddings' | 'moderations'): void {
+  const row = uuidPattern.test(providerKeyId) ? deps.repositories.providerKeys.get(workspaceId, providerKeyId) : undefined
+  if (!row) throw badRequest(`Invalid ${field}: provider key ${providerKeyId} does not exist in this workspace.`)
+  if (row.disabledAt) throw badRequest(`Invalid ${field}: provider key ${providerKeyId} is disabled.`)
+  if (!findGateway(row.gateway)?.capabilities[serves]) throw badRequest(`Invalid ${field}: gateway '${row.gateway}' does not serve ${serves}.`)
+}
+
+/**
  * The stored JSON of a `cache` value (CONTRACT §15): the whole setting, replacing what was there, or
  * null (off). A semantic lookup's provider key must be one of the key's workspace, enabled, whose
  * gateway serves embeddings.
@@ -100,14 +113,24 @@ function cacheFromBody(deps: ManagementDeps, workspaceId: string, value: unknown
   const problem = cacheProblem(value)
   if (problem) throw badRequest(problem)
   const providerKeyId = (value as { semantic?: { provider_key_id?: string } | null } | null)?.semantic?.provider_key_id
-  if (providerKeyId !== undefined) {
-    const field = 'cache.semantic.provider_key_id'
-    const row = uuidPattern.test(providerKeyId) ? deps.repositories.providerKeys.get(workspaceId, providerKeyId) : undefined
-    if (!row) throw badRequest(`Invalid ${field}: provider key ${providerKeyId} does not exist in this workspace.`)
-    if (row.disabledAt) throw badRequest(`Invalid ${field}: provider key ${providerKeyId} is disabled.`)
-    if (!findGateway(row.gateway)?.capabilities.embeddings) throw badRequest(`Invalid ${field}: gateway '${row.gateway}' does not serve embeddings.`)
-  }
+  if (providerKeyId !== undefined) requireServingProviderKey(deps, workspaceId, 'cache.semantic.provider_key_id', providerKeyId, 'embeddings')
   return storedCache(value)
+}
+
+/**
+ * The stored JSON of a `guardrails` value (CONTRACT §17): the whole setting, replacing what was
+ * there, or null (off). A moderation rule's provider key must be one of the key's workspace,
+ * enabled, whose gateway serves moderations.
+ */
+function guardrailsFromBody(deps: ManagementDeps, workspaceId: string, value: unknown): string | null {
+  const problem = guardrailsProblem(value)
+  if (problem) throw badRequest(problem)
+  // Moderation is an input rule only (the check above refuses it in output).
+  const rules = (value as { input?: { provider_key_id?: string }[] } | null)?.input ?? []
+  rules.forEach((rule, index) => {
+    if (rule.provider_key_id !== undefined) requireServingProviderKey(deps, workspaceId, `guardrails.input[${index}].provider_key_id`, rule.provider_key_id, 'moderations')
+  })
+  return storedGuardrails(value)
 }
 
 /** Field rules shared by create and update; returns the column values to write. */
@@ -125,6 +148,7 @@ function settingsFromBody(deps: ManagementDeps, actor: Actor, body: KeyCreateInp
     if (problem) throw badRequest(problem)
     values.continuation = storedContinuation(body.continuation)
   }
+  if (body.guardrails !== undefined) values.guardrails = guardrailsFromBody(deps, actor.workspaceId, body.guardrails)
   const label = pickLabel(body)
   if (label !== undefined) values.label = label
   if (body.companion_ads !== undefined) values.companionAds = body.companion_ads
@@ -189,6 +213,7 @@ const updatableFields = [
   'limits',
   'cache',
   'continuation',
+  'guardrails',
 ] as const
 
 /**
@@ -240,12 +265,12 @@ export const defaultRotationGraceSeconds = 86_400
 const maxRotationGraceSeconds = 30 * 86_400
 
 /**
- * Sets one of a key's settings kept as JSON (`cache`, `continuation`) on its own; the CLI's actor acts
- * in the key's own workspace. `stored`: the fields the value does not name keep what is stored (the
- * CLI's flags; `stored` reads the row's setting as the key object shows it); without it the value
- * replaces the setting whole. Answers the key.
+ * Sets one of a key's settings kept as JSON (`cache`, `continuation`, `guardrails`) on its own; the
+ * CLI's actor acts in the key's own workspace. `stored`: the fields the value does not name keep what
+ * is stored (the CLI's flags; `stored` reads the row's setting as the key object shows it); without
+ * it the value replaces the setting whole. Answers the key.
  */
-export function setKeySetting(deps: ManagementDeps, actor: Actor, id: string, field: 'cache' | 'continuation', value: unknown, stored?: (row: InferenceKeyRow) => object | null): KeyView {
+export function setKeySetting(deps: ManagementDeps, actor: Actor, id: string, field: 'cache' | 'continuation' | 'guardrails', value: unknown, stored?: (row: InferenceKeyRow) => object | null): KeyView {
   const scoped = actor.kind === 'cli' ? { ...actor, workspaceId: deps.repositories.inferenceKeys.getById(id)?.workspaceId ?? '' } : actor
   let setting = value
   if (stored && isPlainObject(setting)) setting = { ...(stored(requireKeyRow(deps, actor.kind === 'cli' ? id : { id, workspaceId: actor.workspaceId })) ?? {}), ...setting }

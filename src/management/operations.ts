@@ -13,7 +13,7 @@ import { auditList } from './operations/audit'
 import { cachePurge } from './operations/cache'
 import { gatewaysDescribe, gatewaysList, gatewaysSet } from './operations/gateways'
 import { keysExtras, keysMcpServersAdd, keysMcpServersList, keysMcpServersRemove, keysNotifyEmail, keysWebhookClear, keysWebhookRotate, keysWebhookSet } from './operations/key-settings'
-import { keysCreate, keysGet, keysList, keysRevoke, keysRotate, keysSetCache, keysSetContinuation, keysSetLimits, keysUpdate } from './operations/keys'
+import { keysCreate, keysGet, keysList, keysRevoke, keysRotate, keysSetCache, keysSetContinuation, keysSetGuardrails, keysSetLimits, keysUpdate } from './operations/keys'
 import type { Operation } from './operations/operation'
 import { providersCreate, providersDelete, providersGet, providersList, providersNotesGet, providersNotesSet, providersUpdate } from './operations/providers'
 import { requestsRecent } from './operations/requests'
@@ -36,6 +36,7 @@ export const operations = {
   keysSetLimits,
   keysSetCache,
   keysSetContinuation,
+  keysSetGuardrails,
   keysRevoke,
   cachePurge,
   routingGet,

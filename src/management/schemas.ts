@@ -130,6 +130,55 @@ export const ContinuationOutput = Type.Object(
   { description: 'Mid-stream continuation (CONTRACT §16), the default filled in; null: off (a broken stream ends with an in-stream error).' },
 )
 
+/**
+ * CONTRACT §17: one guardrail rule. Types only: the rule checks the detector, the action (both
+ * required there, so that a misspelt field is named as unknown rather than a required one as
+ * missing), which fields each detector takes and unknown fields, naming the field.
+ */
+export const GuardrailRuleInput = Type.Object(
+  {
+    detector: Type.Optional(Type.String({ description: 'Required: email, phone, credit_card, iban, us_ssn, ip_address, secret, regex (with pattern) or moderation (input only, with provider_key_id and categories).' })),
+    action: Type.Optional(Type.String({ description: "Required: 'mask': matches replaced (input: by placeholders restored in the answer; output: by [REDACTED:<DETECTOR>]); 'block': refused. A moderation rule only blocks." })),
+    name: Type.Optional(Type.String({ description: "The rule's name in findings and errors: 1 to 64 characters of A-Z, a-z, 0-9, '_', '.', '-'; default the detector's name." })),
+    pattern: Type.Optional(Type.String({ description: 'A regex rule only, required: the pattern in RE2 syntax (matched in time linear in the text: no backreferences or lookaround; inline flags such as (?i)), at most 1000 characters, not matching the empty string.' })),
+    provider_key_id: Type.Optional(Type.String({ description: "A moderation rule only, required: a provider key of the key's workspace whose gateway serves /moderations (openai, mistral)." })),
+    categories: Type.Optional(Type.Array(Type.String(), { description: 'A moderation rule only, required: the categories a flag in which blocks the request (hate, harassment, self-harm, sexual, violence, illicit, self-harm/intent, …).' })),
+  },
+  { additionalProperties: true, description: 'A guardrail rule: one detector and what is done with its matches.' },
+)
+
+/**
+ * CONTRACT §17: the whole guardrails setting (a change replaces it; fields not named take their
+ * defaults), or null to turn them off. Types only: the rule checks values and unknown fields, naming
+ * the field.
+ */
+export const GuardrailsInput = Type.Object(
+  {
+    mode: Type.Optional(Type.String({ description: "'enforce' (default): findings change the request or answer; 'monitor': they are only counted." })),
+    input: Type.Optional(Type.Array(GuardrailRuleInput, { description: 'Rules on every text the request sends, at most 32; default none.' })),
+    output: Type.Optional(Type.Array(GuardrailRuleInput, { description: 'Rules on the answer, at most 32 (no moderation); default none.' })),
+  },
+  { additionalProperties: true, description: 'Guardrails (CONTRACT §17): the whole setting, replaced by each change; null turns them off.' },
+)
+
+const GuardrailRuleOutput = Type.Object({
+  name: Type.String(),
+  detector: Type.String(),
+  action: Type.Union([Type.Literal('mask'), Type.Literal('block')]),
+  pattern: Type.Optional(Type.String()),
+  provider_key_id: Type.Optional(Type.String()),
+  categories: Type.Optional(Type.Array(Type.String())),
+})
+
+export const GuardrailsOutput = Type.Object(
+  {
+    mode: Type.Union([Type.Literal('enforce'), Type.Literal('monitor')]),
+    input: Type.Array(GuardrailRuleOutput),
+    output: Type.Array(GuardrailRuleOutput),
+  },
+  { description: "Guardrails (CONTRACT §17), defaults filled in (each rule's name too); null: off." },
+)
+
 const keySettingFields = {
   name: Type.Optional(Nullable(Type.String())),
   label: Type.Optional(Nullable(Type.String())),
@@ -142,6 +191,7 @@ const keySettingFields = {
   limits: Type.Optional(Type.Union([LimitsInput, Type.Null()])),
   cache: Type.Optional(Type.Union([CacheInput, Type.Null()])),
   continuation: Type.Optional(Type.Union([ContinuationInput, Type.Null()])),
+  guardrails: Type.Optional(Type.Union([GuardrailsInput, Type.Null()])),
 }
 
 export const KeyCreateInput = Type.Object(
@@ -270,6 +320,7 @@ export const KeyOutput = Type.Object({
   ),
   cache: Nullable(CacheOutput),
   continuation: Nullable(ContinuationOutput),
+  guardrails: Nullable(GuardrailsOutput),
   key: Type.Optional(Type.String({ description: 'Only in the creation response.' })),
 })
 

@@ -112,6 +112,8 @@ export class Metrics {
   cacheStats: () => { entries: number; bytes: number; evictions: number } = () => ({ entries: 0, bytes: 0, evictions: 0 })
   /** The cache stage's outcomes by result (hit, semantic-hit, coalesced, miss, bypass: CONTRACT §15). */
   private readonly cacheRequests = new Map<string, number>()
+  /** Guardrail findings by detector, side and action (CONTRACT §17). */
+  private readonly guardrailFindings = new Map<string, number>()
   /** Broken streams of keys with continuation, by what became of them (CONTRACT §16). */
   private readonly continuations = new Map<string, number>()
 
@@ -131,6 +133,11 @@ export class Metrics {
   /** A request of a key with a response cache, by its `X-Router-Cache` result. */
   countCacheRequest(result: string) {
     this.cacheRequests.set(result, (this.cacheRequests.get(result) ?? 0) + 1)
+  }
+  /** Guardrail findings of a request: `count` matches of a rule with this detector, side and action. */
+  countGuardrailFinding(detector: string, where: string, action: string, count: number) {
+    const key = `${detector}\u0000${where}\u0000${action}`
+    this.guardrailFindings.set(key, (this.guardrailFindings.get(key) ?? 0) + count)
   }
   /**
    * A broken stream of a key with continuation: `continued`, or why not (`not_text`, `max_hops`,
@@ -192,6 +199,11 @@ export class Metrics {
     lines.push('# HELP router_limit_tickets_expired_total Settled requests of limited keys that left the ledger because their request-log row did not show within 5 minutes (rows not reaching the database).', '# TYPE router_limit_tickets_expired_total counter', `router_limit_tickets_expired_total ${this.limitTicketsExpired}`)
     lines.push('# HELP router_cache_requests_total Requests of keys with a response cache, by result (hit, semantic-hit, coalesced, miss, bypass).', '# TYPE router_cache_requests_total counter')
     for (const [result, value] of this.cacheRequests) lines.push(`router_cache_requests_total{result="${escapeLabel(result)}"} ${value}`)
+    lines.push('# HELP router_guardrail_findings_total Matches of keys\' guardrail rules, by detector, side (input, output) and action (mask, block; counted in monitor mode too).', '# TYPE router_guardrail_findings_total counter')
+    for (const [key, value] of this.guardrailFindings) {
+      const [detector, where, action] = key.split('\u0000')
+      lines.push(`router_guardrail_findings_total{detector="${escapeLabel(detector!)}",where="${escapeLabel(where!)}",action="${escapeLabel(action!)}"} ${value}`)
+    }
     lines.push('# HELP router_stream_continuations_total Streams of keys with continuation that broke after their first byte, by result (continued; or not: not_text, max_hops, deadline, refused, failed).', '# TYPE router_stream_continuations_total counter')
     for (const [result, value] of this.continuations) lines.push(`router_stream_continuations_total{result="${escapeLabel(result)}"} ${value}`)
     const cache = this.cacheStats()

@@ -74,6 +74,8 @@ export interface KeyRow {
   cachePurgedAt: number | null
   /** The mid-stream continuation setting as stored (JSON), or null (off). */
   continuation: string | null
+  /** The guardrails setting as stored (JSON), or null (off). */
+  guardrails: string | null
   targets: TargetRow[]
   remaps: RemapRow[]
   mcpServers: McpServerRow[]
@@ -113,7 +115,7 @@ const queries = {
   // The key columns in KeyValues' order, read as value arrays (see readKeys).
   keys: `select id, workspace_id, api_shape, key_prefix, secret_hash, previous_key_prefix, previous_secret_hash, previous_secret_until,
     revoked_at is not null, allowed_ips, steering_message, failover_ttfb_ms, upstream_timeout_ms, companion_ads, keyterms, routing_strategy,
-    decisioner, limits, cache, cache_purged_at, continuation from inference_keys`,
+    decisioner, limits, cache, cache_purged_at, continuation, guardrails from inference_keys`,
   // Unordered (a table scan, three times quicker than the primary key's index at 20,000 rows): each
   // row carries its position, and readKeys puts them in order.
   targets: 'select key_id, position, provider_key_id, weight, ttfb_ms from routing_targets',
@@ -203,6 +205,7 @@ type KeyValues = [
   cache: string | null,
   cachePurgedAt: number | null,
   continuation: string | null,
+  guardrails: string | null,
 ]
 type TargetValues = [keyId: string, position: number, providerKeyId: string, weight: number | null, ttfbMs: number | null]
 type RemapValues = [keyId: string, position: number, match: string, percent: number, providerKeyId: string, upstreamModel: string, enabled: number]
@@ -245,7 +248,7 @@ function inOrder(list: readonly { 1: number }[]): boolean {
 }
 
 function keyRowOf({ key, targets, remaps, mcpServers }: KeyValuesRow): KeyRow {
-  const [id, workspaceId, apiShape, keyPrefix, secretHash, previousKeyPrefix, previousSecretHash, previousSecretUntil, revoked, allowedIps, steeringMessage, failoverTtfbMs, upstreamTimeoutMs, companionAds, keyterms, strategy, decisioner, limits, cache, cachePurgedAt, continuation] = key
+  const [id, workspaceId, apiShape, keyPrefix, secretHash, previousKeyPrefix, previousSecretHash, previousSecretUntil, revoked, allowedIps, steeringMessage, failoverTtfbMs, upstreamTimeoutMs, companionAds, keyterms, strategy, decisioner, limits, cache, cachePurgedAt, continuation, guardrails] = key
   return {
     id,
     workspaceId,
@@ -268,6 +271,7 @@ function keyRowOf({ key, targets, remaps, mcpServers }: KeyValuesRow): KeyRow {
     cache,
     cachePurgedAt,
     continuation,
+    guardrails,
     targets: targets.map(([, , providerKeyId, weight, ttfbMs]) => ({ providerKeyId, weight, ttfbMs })),
     remaps: remaps.map(([, , match, percent, providerKeyId, upstreamModel, enabled]) => ({ match, percent, providerKeyId, upstreamModel, enabled })),
     mcpServers: mcpServers.map(([, serverId, name, url]) => ({ id: serverId, name, url })),

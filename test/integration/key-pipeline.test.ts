@@ -61,7 +61,7 @@ describe('compileKeyPipeline', () => {
 
   test('each feature is one registry entry, applied when the key and the operator flags turn it on', () => {
     const names = (entries: readonly { name: string }[]) => entries.map((entry) => entry.name)
-    expect(stageNames()).toEqual(['steering', 'cache', 'limits', 'decisioner', 'continuation', 'mcp', 'ads', 'keyterms', 'tracing', 'body-capture'])
+    expect(stageNames()).toEqual(['steering', 'guardrails', 'cache', 'limits', 'decisioner', 'continuation', 'mcp', 'ads', 'keyterms', 'tracing', 'body-capture'])
     const withDecisioner = key({ rule: { strategy: 'priority', targets: [], remaps: [], decisioner } })
     expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOff).stages)).toEqual([])
     expect(names(compileKeyPipeline(withDecisioner, workspace(), flagsOn).stages)).toEqual(['decisioner'])

@@ -18,6 +18,7 @@ const keyFields = [
   'created_at',
   'effective_timeouts',
   'failover_ttfb_ms',
+  'guardrails',
   'id',
   'key_prefix',
   'keyterms',
@@ -97,6 +98,8 @@ describe('POST /api/v1/keys', () => {
     expect(key.cache).toBeNull()
     // No mid-stream continuation unless turned on (CONTRACT §16).
     expect(key.continuation).toBeNull()
+    // No guardrails unless turned on (CONTRACT §17).
+    expect(key.guardrails).toBeNull()
     expect(Number.isNaN(Date.parse(key.created_at))).toBe(false)
     expect(key.last_used_at).toBeNull()
     expect(key.revoked_at).toBeNull()

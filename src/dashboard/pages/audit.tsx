@@ -15,6 +15,7 @@ const actions = [
   'keys.set_cache',
   'cache.purge',
   'keys.set_continuation',
+  'keys.set_guardrails',
   'keys.revoke',
   'keys.rotate',
   'routing.set',

@@ -1,9 +1,9 @@
 /**
  * One inference key: its settings (name, allowlist, steering, timeouts, ads and keyterms), its limits
  * (spend caps and rate limits, with what counts against them now: key-detail-limits.tsx), its
- * response cache (key-detail-cache.tsx), its mid-stream continuation (key-detail-continuation.tsx), its routing
- * rule as an editor (priority or split with weights, per-target ttfb_ms, model remaps with
- * percentages, the decisioner), its webhook (the signing secret shown once, rotate, clear), e-mail
+ * response cache (key-detail-cache.tsx), its mid-stream continuation (key-detail-continuation.tsx),
+ * its guardrails (key-detail-guardrails.tsx), its routing rule as an editor (priority or split with
+ * weights, per-target ttfb_ms, model remaps with percentages, the decisioner), its webhook (the signing secret shown once, rotate, clear), e-mail
  * notifications and MCP servers. Every save goes to the API, which checks it.
  */
 import { useState } from 'preact/hooks'
@@ -11,6 +11,7 @@ import { api, type InferenceKey, type KeyLimits, type LimitState, type Provider,
 import { Checkbox, ErrorLine, SaveButton, SecretNotice, Table, useAction, useLoad, useServerForm, when } from '../ui'
 import { KeyCache, type CacheSetting } from './key-detail-cache'
 import { KeyContinuation, type ContinuationSetting } from './key-detail-continuation'
+import { KeyGuardrails, type GuardrailsSetting } from './key-detail-guardrails'
 import { Limits } from './key-detail-limits'
 
 interface KeyDetailView extends InferenceKey {
@@ -25,6 +26,7 @@ interface KeyDetailView extends InferenceKey {
   limit_state: LimitState
   cache: CacheSetting | null
   continuation: ContinuationSetting | null
+  guardrails: GuardrailsSetting | null
 }
 
 interface Extras {
@@ -54,6 +56,7 @@ export function KeyDetail({ id, session }: { id: string; session: Session }) {
       <Limits view={view} writable={writable} onSaved={key.reload} />
       <KeyCache id={id} cache={view.cache} providers={providers.data ?? []} writable={writable} onSaved={key.reload} />
       <KeyContinuation id={id} continuation={view.continuation} writable={writable} onSaved={key.reload} />
+      <KeyGuardrails id={id} guardrails={view.guardrails} providers={providers.data ?? []} writable={writable} onSaved={key.reload} />
       <RoutingEditor id={id} rule={view.routing} providers={providers.data ?? []} writable={writable} onSaved={key.reload} />
       {extras.data ? <Notifications id={id} extras={extras.data} writable={writable} onSaved={extras.reload} /> : <ErrorLine error={extras.error} />}
       {extras.data ? <McpServers id={id} servers={extras.data.mcp_servers} writable={writable} onSaved={extras.reload} /> : null}

@@ -1,10 +1,11 @@
-/** The inference-key operations: list, create, get, update, set limits, set the cache, set continuation, revoke (API), and rotate. */
+/** The inference-key operations: list, create, get, update, set limits, set the cache, set continuation, set guardrails, revoke (API), and rotate. */
 import { Type } from '@sinclair/typebox'
 import { badRequest } from '../errors'
 import { createKey, getKey, listKeys, revokeKey, rotateKey, updateKey } from '../keys'
-import { CacheInput, ContinuationInput, KeyCreateInput, KeyOutput, KeyUpdateInput, LimitsInput } from '../schemas'
+import { CacheInput, ContinuationInput, GuardrailsInput, KeyCreateInput, KeyOutput, KeyUpdateInput, LimitsInput } from '../schemas'
 import { setKeyCache, type SetCacheInput } from '../cache'
 import { setKeyContinuation, type SetContinuationInput } from '../continuation'
+import { setKeyGuardrails, type SetGuardrailsInput } from '../guardrails'
 import { invalidInput, keyNotFound, keyRevoked, readOnly, unauthorized } from './error-statuses'
 import { idSchema, requireString, withoutKeys, type IdBody, type IdInput } from './inputs'
 import type { Operation } from './operation'
@@ -80,14 +81,16 @@ export const keysGet = {
 const narrowSettings: ReadonlyMap<string, string> = new Map([
   ['cache', 'keys.set_cache'],
   ['continuation', 'keys.set_continuation'],
+  ['guardrails', 'keys.set_guardrails'],
 ])
 
 export const keysUpdate = {
   name: 'keys.update',
   access: 'write',
   run: (deps, actor, input: IdBody) => updateKey(deps, actor, input.id, input.body),
-  // A PATCH that sets only the response cache or only continuation is that operation (CONTRACT §15, §16:
-  // audited as keys.set_cache or keys.set_continuation, the setting as it now stands).
+  // A PATCH that sets only the response cache, only continuation or only guardrails is that operation
+  // (CONTRACT §15, §16, §17: audited as keys.set_cache, keys.set_continuation or keys.set_guardrails,
+  // the setting as it now stands).
   audit: (input, output: Record<string, unknown>) => {
     const fields = Object.keys(input.body)
     const only = fields.length === 1 ? narrowSettings.get(fields[0]!) : undefined
@@ -105,7 +108,7 @@ export const keysUpdate = {
   },
   mcp: {
     tool: 'update_api_key',
-    description: 'Update an inference key: label, revoked, allowlist, steering message, timeouts, features, limits, response cache, mid-stream continuation.',
+    description: 'Update an inference key: label, revoked, allowlist, steering message, timeouts, features, limits, response cache, mid-stream continuation, guardrails.',
     input: Type.Composite([idSchema('Inference key UUID.'), KeyUpdateInput]),
     from: (args) => ({ id: requireString(args, 'id'), body: withoutKeys(args, 'id') }),
   },
@@ -179,6 +182,31 @@ export const keysSetContinuation = {
     input: ({ params, body }) => ({ id: params.id!, continuation: (body as { continuation: unknown }).continuation }),
   },
 } satisfies Operation<SetContinuationInput>
+
+export const keysSetGuardrails = {
+  name: 'keys.set_guardrails',
+  access: 'write',
+  idempotent: true,
+  run: (deps, actor, input: SetGuardrailsInput) => setKeyGuardrails(deps, actor, input),
+  // The setting as it now stands (defaults filled in; null: off), whatever the door sent.
+  audit: (input, output: { guardrails: unknown }, deps) => ({ target: inferenceKey(input.id), changes: { guardrails: output.guardrails }, workspaceId: keyWorkspace(deps, input.id) }),
+  mcp: {
+    tool: 'set_key_guardrails',
+    description:
+      "Set an inference key's guardrails (replaces the whole setting): {mode ('enforce' default, or 'monitor': findings only counted), input: [rule], output: [rule]} (at most 32 rules each, default none); guardrails null turns them off. A rule is {detector, action ('mask' or 'block'), name (optional)}; detectors email, phone, credit_card, iban, us_ssn, ip_address, secret, regex (with pattern) and moderation (input only, action block, with provider_key_id of a provider key whose gateway serves /moderations and categories such as hate, harassment, self-harm, sexual, violence, illicit).",
+    input: Type.Object({ key_id: Type.String({ description: 'Inference key UUID.' }), guardrails: Type.Union([GuardrailsInput, Type.Null()]) }),
+    from: (args) => {
+      if (!('guardrails' in args)) throw badRequest('Invalid guardrails: required (an object, or null to turn guardrails off).')
+      return { id: requireString(args, 'key_id'), guardrails: args.guardrails }
+    },
+  },
+  dashboard: {
+    method: 'PUT',
+    path: '/keys/:id/guardrails',
+    body: Type.Object({ guardrails: Type.Union([GuardrailsInput, Type.Null()]) }),
+    input: ({ params, body }) => ({ id: params.id!, guardrails: (body as { guardrails: unknown }).guardrails }),
+  },
+} satisfies Operation<SetGuardrailsInput>
 
 export const keysRevoke = {
   name: 'keys.revoke',

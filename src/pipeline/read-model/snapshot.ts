@@ -18,6 +18,7 @@ import { compileKeyPipeline } from '../stages/registry'
 import { parseStoredLimits } from '../../domain/key-limits'
 import { parseStoredCache } from '../../domain/cache-settings'
 import { parseStoredContinuation } from '../../domain/continuation-settings'
+import { parseStoredGuardrails } from '../../domain/guardrail-settings'
 import { buildGatewayCatalog, type GatewayCatalog } from '../../gateways/model-catalog'
 import { pricingOfStoredObject, type ModelPricing } from '../../gateways/model-prices'
 import { compileAllowlist } from '../../net/ip-allowlist'
@@ -134,6 +135,7 @@ class EntryMaker {
       limits: parseStoredLimits(key.limits),
       cache: parseStoredCache(key.cache, key.cachePurgedAt, workspace?.cachePurgedAt),
       continuation: parseStoredContinuation(key.continuation),
+      guardrails: parseStoredGuardrails(key.guardrails),
     }
     return { ...entry, pipeline: compileKeyPipeline(entry, workspace, this.deps.config) }
   }

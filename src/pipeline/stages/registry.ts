@@ -5,7 +5,9 @@
  * and its requests take the straight path (answer/handler.ts: bytes relayed where the dialects match).
  *
  * The order: steering rewrites the request first, so everything after it (a spend cap's price among
- * them, the cache's entry key) sees the request as it goes upstream; the response cache answers a
+ * them, the cache's entry key) sees the request as it goes upstream; guardrails then mask what must
+ * not leave (or refuse the request before anything else acts), so the cache keys and the cap prices
+ * the masked request; the response cache answers a
  * hit before anything else acts (a hit skips the decisioner and the plan; the spend cap after it
  * counts the hit as a request and nothing more); the spend cap admits the rest before anything calls
  * out (the decisioner's call included); the decisioner picks the target; a continuation wraps each
@@ -15,6 +17,7 @@
 import type { CompiledChain } from '../../domain/read-model'
 import type { KeyEntry, WorkspaceEntry } from '../read-model/entries'
 import { steeringStage } from './steering'
+import { guardrailsStage } from './guardrails/stage'
 import { responseCacheStage } from './cache/stage'
 import { spendLimitsStage } from '../limits/stage'
 import { decisionerStage } from './decisioner'
@@ -27,7 +30,7 @@ import { bodyCaptureStage } from './body-capture'
 import type { ChainSettings, FeatureFlags, KeyFeatures, Stage } from './stage'
 
 /** Every stage, in the order it acts on a request. */
-const stages: Stage[] = [steeringStage, responseCacheStage, spendLimitsStage, decisionerStage, continuationStage, mcpToolsStage, companionAdsStage, keytermLinksStage, tracingStage, bodyCaptureStage]
+const stages: Stage[] = [steeringStage, guardrailsStage, responseCacheStage, spendLimitsStage, decisionerStage, continuationStage, mcpToolsStage, companionAdsStage, keytermLinksStage, tracingStage, bodyCaptureStage]
 
 /**
  * Adds a stage to the registry, after the ones there (or before the one named `before`): a feature

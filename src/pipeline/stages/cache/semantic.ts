@@ -9,12 +9,9 @@
 import { spellingFor } from '../../../gateways/model-catalog'
 import type { SemanticCacheSettings } from '../../../domain/cache-settings'
 import type { SemanticCandidate } from '../../../storage/cache-store'
-import { logRequest } from '../../answer/finish'
-import { LimitedRequest } from '../../limits/admission'
-import { measurePrompt, outputBound, worstCaseNano } from '../../limits/worst-case'
-import { RequestContext, type AuthenticatedContext } from '../../request/context'
-import { defaultUpstreamTimeoutMs } from '../../routing/plan-route'
+import type { AuthenticatedContext } from '../../request/context'
 import type { InferenceDeps } from '../../types'
+import { sideCall } from '../side-call'
 
 /** The closest candidate at or above `threshold`, with its similarity; candidates of another dimension never match. */
 export function closest(query: Float32Array, candidates: readonly SemanticCandidate[], threshold: number, notBefore: number): { candidate: SemanticCandidate; similarity: number } | undefined {
@@ -47,13 +44,11 @@ function embeddingOf(answer: unknown): Float32Array | undefined {
   return Float32Array.from(vector as number[])
 }
 
-const tokenCount = (value: unknown): number | undefined => (typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined)
-
 /**
  * Embeds `text` with the semantic setting's provider key and model, as an embeddings request of the
- * key's own (its row in the request log). Undefined when that cannot be done now: the provider key
- * is gone or disabled, the key's limits do not admit the call, or the gateway did not give an
- * embedding (each logged).
+ * key's own (its row in the request log: stages/side-call.ts). Undefined when that cannot be done
+ * now: the provider key is gone or disabled, the key's limits do not admit the call, or the gateway
+ * did not give an embedding (each logged).
  */
 export async function embedLastTurn(context: AuthenticatedContext, deps: InferenceDeps, semantic: SemanticCacheSettings, text: string, deadlineAt: number, signal: AbortSignal | undefined): Promise<Float32Array | undefined> {
   const snapshot = context.snapshot
@@ -64,75 +59,17 @@ export async function embedLastTurn(context: AuthenticatedContext, deps: Inferen
   }
   const catalog = snapshot.catalogs.get(provider.gateway.id)
   const model = (catalog && spellingFor(catalog, semantic.model)) ?? semantic.model
-  const body = { model, input: text }
-  const side = new RequestContext('embeddings', context.envelope, undefined, undefined, false) as AuthenticatedContext
-  side.key = context.key
-  side.workspace = context.workspace
-  side.snapshot = snapshot
-  side.model = semantic.model
-  side.mark('body')
-  // A limited key: the call is a request of the key, admitted (and its worst case reserved) before it is made.
-  const limits = context.key.limits
-  if (limits) {
-    const limited = new LimitedRequest(side, deps.limiter, limits, 'embeddings', false)
-    let worst = 0
-    if (limited.usdCap) {
-      const priced = worstCaseNano(catalog?.prices.get(model), measurePrompt(body), outputBound(body, 'embeddings'), 'embeddings')
-      if (priced === undefined) {
-        deps.logger.warn('cache_semantic_unpriced', { request_id: context.requestId, key_id: context.key.id, gateway: provider.gateway.id })
-        return undefined
-      }
-      worst = priced
-      limited.rounds.push(worst)
-    }
-    let admission = deps.limiter.admit(context.key.id, context.key.workspaceId, limits, worst, side.requestId, side.createdAt)
-    if (admission instanceof Promise) admission = await admission
-    if (admission.refusal) return undefined
-    limited.ticket = admission.ticket
-    side.limited = limited
-    side.chain = { finished: () => limited.settle() }
+  const input = { endpoint: 'embeddings', provider, model: semantic.model, upstreamModel: model, path: '/embeddings', body: { model, input: text }, pricing: catalog?.prices.get(model) }
+  const result = await sideCall(context, deps, input, deadlineAt, signal, (value) => embeddingOf(value) !== undefined)
+  if (result.kind === 'refused') {
+    if (result.why === 'unpriced') deps.logger.warn('cache_semantic_unpriced', { request_id: context.requestId, key_id: context.key.id, gateway: provider.gateway.id })
+    return undefined
   }
-  side.gateway = provider.gateway.id
-  side.providerKeyId = provider.id
-  side.upstreamModel = model
-  side.attempts = 1
-  side.mark('plan')
-  const started = performance.now()
-  const timeLeft = Math.min(context.key.upstreamTimeoutMs ?? defaultUpstreamTimeoutMs, deadlineAt - started)
-  let status = 200
-  let code: string | undefined
-  let embedding: Float32Array | undefined
-  try {
-    const answer = await deps.upstream.read(provider, { path: '/embeddings', body, signal }, timeLeft)
-    side.ttfbMs = performance.now() - started
-    if (answer.ok) {
-      let value: unknown
-      try {
-        value = JSON.parse(answer.raw)
-      } catch {
-        value = undefined
-      }
-      embedding = embeddingOf(value)
-      const usage = (value as { usage?: Record<string, unknown> } | undefined)?.usage
-      side.inputTokens = tokenCount(usage?.prompt_tokens) ?? tokenCount(usage?.input_tokens)
-      if (!embedding) {
-        status = 502
-        code = 'upstream_unreadable'
-      }
-    } else {
-      status = answer.status
-      code = `upstream_${answer.status}`
-    }
-  } catch {
-    status = signal?.aborted ? 499 : performance.now() >= deadlineAt ? 504 : 502
-    code = status === 499 ? 'client_closed' : status === 504 ? 'deadline_exceeded' : 'all_targets_failed'
+  const embedding = result.kind === 'answered' && result.status >= 200 && result.status < 300 ? embeddingOf(result.value) : undefined
+  if (!embedding) {
+    // An answer without an embedding is the gateway's fault: its row says 502.
+    const status = result.kind === 'answered' && result.status >= 200 && result.status < 300 ? 502 : result.status
+    deps.logger.warn('cache_semantic_embedding_failed', { request_id: context.requestId, key_id: context.key.id, gateway: provider.gateway.id, status })
   }
-  const waited = performance.now() - started
-  side.upstreamWaitMs = waited
-  context.upstreamWaitMs += waited
-  side.path = [`${provider.gateway.id}:${status === 200 ? 'ok' : code}`]
-  side.readyAt = performance.now()
-  logRequest(side, deps, status, code)
-  if (!embedding) deps.logger.warn('cache_semantic_embedding_failed', { request_id: context.requestId, key_id: context.key.id, gateway: provider.gateway.id, status })
   return embedding
 }

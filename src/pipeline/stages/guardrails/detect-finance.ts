@@ -1,0 +1,249 @@
+/**
+ * The guardrail detectors of financial and identity numbers: payment cards (Luhn and issuer),
+ * IBANs (country format and mod-97) and US social security numbers.
+ */
+import { getCountrySpecifications, isValidIBAN } from 'ibantools'
+import { type Found, isDigit, isUpper, isAlnum, isWord, at, countDigits } from './detect-text'
+
+// credit_card: 13-19 digits, in one run or printed in groups (4-4-4-4, 4-4-4-4-3, 4-6-5, 4-6-4)
+// separated by single spaces or single dashes (one kind per number), passing Luhn, with a known
+// issuer prefix and length. A run glued to a letter, to a longer digit run or to a decimal point is
+// not a card.
+
+const cardSpan = /\d[\d -]{11,}\d/g
+
+export function detectCards(text: string): Found[] {
+  const found: Found[] = []
+  cardSpan.lastIndex = 0
+  for (let span = cardSpan.exec(text); span; span = cardSpan.exec(text)) {
+    if (countDigits(span[0], 0) >= 13) scanCardSpan(text, span.index, span.index + span[0].length, found)
+  }
+  return found
+}
+
+/** The groups of digits in [from, to), split where the separator is not a single space or dash. */
+function scanCardSpan(text: string, from: number, to: number, found: Found[]): void {
+  // groups: [start, end) of each digit run; seps: the separator before each group (0 = none).
+  let groups: number[] = []
+  let seps: number[] = []
+  const flush = () => {
+    if (groups.length > 0) matchCardGroups(text, groups, seps, found)
+    groups = []
+    seps = []
+  }
+  let i = from
+  while (i < to) {
+    const groupStart = i
+    while (i < to && isDigit(at(text, i))) i++
+    groups.push(groupStart, i)
+    seps.push(groupStart === from ? 0 : at(text, groupStart - 1))
+    if (i >= to) break
+    // One separator then a digit continues the number; anything longer ends this one.
+    if (isDigit(at(text, i + 1))) {
+      i++
+      continue
+    }
+    flush()
+    while (i < to && !isDigit(at(text, i))) i++
+  }
+  flush()
+}
+
+function matchCardGroups(text: string, groups: number[], seps: number[], found: Found[]): void {
+  let first = 0
+  let last = seps.length - 1
+  // A first group glued on its left to a word, a decimal point or a longer token is not a card's.
+  const before = at(text, groups[0]! - 1)
+  if (isWord(before) || ((before === 46 || before === 44 || before === 45 || before === 47) && isAlnum(at(text, groups[0]! - 2)))) first = 1
+  const after = at(text, groups[2 * last + 1]!)
+  if (isWord(after) || ((after === 46 || after === 44 || after === 45 || after === 47) && isAlnum(at(text, groups[2 * last + 1]! + 1)))) last--
+  let s = first
+  while (s <= last) {
+    const end = cardAt(text, groups, seps, s, last)
+    if (end >= 0) {
+      found.push({ start: groups[2 * s]!, end: groups[2 * end + 1]! })
+      s = end + 1
+    } else s++
+  }
+}
+
+/**
+ * The last group of a card number starting at group `s`, or -1: one run of 13-19 digits, groups
+ * of four (the last of 1-4: 4-4-4-4, 4-4-4-4-3), or American Express's and Diners Club's 4-6-5 and
+ * 4-6-4; the separators all the same; the longest that passes.
+ */
+function cardAt(text: string, groups: number[], seps: number[], s: number, last: number): number {
+  const length = (k: number) => groups[2 * k + 1]! - groups[2 * k]!
+  const digitsOf = (k: number) => text.slice(groups[2 * k]!, groups[2 * k + 1]!)
+  const firstLength = length(s)
+  if (firstLength >= 13) return firstLength <= 19 && isCardNumber(digitsOf(s)) ? s : -1
+  if (firstLength !== 4 || s === last) return -1
+  const separator = seps[s + 1]
+  if (s + 2 <= last && length(s + 1) === 6 && seps[s + 2] === separator) {
+    const third = length(s + 2)
+    if ((third === 5 || third === 4) && isCardNumber(digitsOf(s) + digitsOf(s + 1) + digitsOf(s + 2))) return s + 2
+  }
+  let digits = digitsOf(s)
+  let best = -1
+  for (let e = s + 1; e <= last && e - s <= 4 && seps[e] === separator; e++) {
+    const groupLength = length(e)
+    if (groupLength > 4) break
+    digits += digitsOf(e)
+    if (digits.length >= 13 && isCardNumber(digits)) best = e
+    if (groupLength !== 4) break
+  }
+  return best
+}
+
+function isCardNumber(digits: string): boolean {
+  return issuerAccepts(digits) && luhn(digits)
+}
+
+/** Whether a known issuer (IIN ranges) issues numbers with this prefix and length. */
+function issuerAccepts(digits: string): boolean {
+  const n = digits.length
+  const p2 = Number(digits.slice(0, 2))
+  const p3 = Number(digits.slice(0, 3))
+  const p4 = Number(digits.slice(0, 4))
+  if (digits[0] === '4') return n === 13 || n === 16 || n === 19 // Visa
+  if ((p2 >= 51 && p2 <= 55) || (p4 >= 2221 && p4 <= 2720)) return n === 16 // Mastercard
+  if (p2 === 34 || p2 === 37) return n === 15 // American Express
+  if (p4 === 6011 || p2 === 65 || (p3 >= 644 && p3 <= 649)) return n >= 16 && n <= 19 // Discover
+  if (p4 >= 3528 && p4 <= 3589) return n >= 16 && n <= 19 // JCB
+  if ((p3 >= 300 && p3 <= 305) || p2 === 36 || p2 === 38 || p2 === 39) return n >= 14 && n <= 19 // Diners Club
+  if (p2 === 62) return n >= 16 && n <= 19 // UnionPay
+  if (p4 >= 2200 && p4 <= 2204) return n >= 16 && n <= 19 // Mir
+  if (p4 === 5018 || p4 === 5020 || p4 === 5038 || p4 === 5893 || p4 === 6304 || p4 === 6759 || (p4 >= 6761 && p4 <= 6763)) return n >= 13 && n <= 19 // Maestro
+  return false
+}
+
+function luhn(digits: string): boolean {
+  let sum = 0
+  let double = false
+  for (let i = digits.length - 1; i >= 0; i--) {
+    let digit = digits.charCodeAt(i) - 48
+    if (double) {
+      digit *= 2
+      if (digit > 9) digit -= 9
+    }
+    sum += digit
+    double = !double
+  }
+  return sum % 10 === 0
+}
+
+// iban: country code, 2 check digits and the BBAN, electronic (`DE89370400440532013000`) or printed
+// in groups of four separated by single spaces (`DE89 3704 0044 0532 0130 00`), exactly as long as
+// the country's IBAN; ibantools then checks the country's BBAN format, its national check digits
+// where it knows them, and the mod-97 checksum (a bad checksum is not an IBAN). Upper case only.
+
+const ibanLengths = new Map<string, number>()
+for (const [code, spec] of Object.entries(getCountrySpecifications())) {
+  if (spec.chars && spec.bban_regexp) ibanLengths.set(code, spec.chars)
+}
+const ibanStart = /[A-Z]{2}\d{2}/g
+
+export function detectIbans(text: string): Found[] {
+  const found: Found[] = []
+  ibanStart.lastIndex = 0
+  for (let head = ibanStart.exec(text); head; head = ibanStart.exec(text)) {
+    const start = head.index
+    const length = ibanLengths.get(head[0].slice(0, 2))
+    if (length === undefined || isAlnum(at(text, start - 1))) continue
+    const end = ibanEnd(text, start, length)
+    if (end < 0) continue
+    const compact = text.slice(start, end).replaceAll(' ', '')
+    if (!validIban(compact)) continue
+    found.push({ start, end })
+    ibanStart.lastIndex = end
+  }
+  return found
+}
+
+const isIbanChar = (code: number) => isDigit(code) || isUpper(code)
+
+/** The mod-97 check of an IBAN (its first four characters moved to the end, letters as 10–35): 1 when it holds. */
+function mod97(iban: string): number {
+  let rest = 0
+  for (let index = 0; index < iban.length; index++) {
+    const code = iban.charCodeAt((index + 4) % iban.length)
+    rest = code >= 65 ? (rest * 100 + (code - 55)) % 97 : (rest * 10 + (code - 48)) % 97
+  }
+  return rest
+}
+
+/**
+ * IBANs checked lately, and whether they hold (a conversation sends its history again with each
+ * turn; ibantools' whole check, the country's format and national check digits, costs microseconds).
+ */
+const checkedIbans = new Map<string, boolean>()
+
+/** The mod-97 check first (cheap, and what most near-misses fail), then ibantools' whole check, remembered. */
+function validIban(compact: string): boolean {
+  if (mod97(compact) !== 1) return false
+  let valid = checkedIbans.get(compact)
+  if (valid === undefined) {
+    valid = isValidIBAN(compact)
+    if (checkedIbans.size >= 1024) checkedIbans.clear()
+    checkedIbans.set(compact, valid)
+  }
+  return valid
+}
+
+/** Where an IBAN of `length` characters starting at `start` ends, or -1 when the text does not hold one. */
+function ibanEnd(text: string, start: number, length: number): number {
+  let i = start + 4
+  if (at(text, i) === 32) {
+    // Printed: groups of 4 after single spaces, the last of 1-4.
+    let count = 4
+    while (count < length) {
+      if (at(text, i) !== 32) return -1
+      i++
+      let group = 0
+      while (group < 4 && isIbanChar(at(text, i))) {
+        i++
+        group++
+      }
+      count += group
+      if (group === 0 || (group < 4 && count < length)) return -1
+    }
+    if (count !== length) return -1
+  } else {
+    const end = start + length
+    for (; i < end; i++) if (!isIbanChar(at(text, i))) return -1
+  }
+  return isAlnum(at(text, i)) ? -1 : i
+}
+
+// us_ssn: AAA-GG-SSSS with dashes or with spaces (the same separator twice). Bare 9-digit runs are
+// not taken: too many ordinary numbers (ids, amounts, ZIP+4 without the dash) look like them. The
+// SSA never issues area 000, 666 or 900-999, group 00 or serial 0000; those are not SSNs. The
+// well-known advertising number 123-45-6789 (never issued) is still taken: it is the number people
+// test a guardrail with, and masking a sample costs nothing.
+
+// Two alternatives rather than a backreference to the first separator: a backreference keeps the
+// regex off the engine's compiled path.
+const ssnPattern = /\d{3}(?:-\d{2}-| \d{2} )\d{4}/g
+
+export function detectSsns(text: string): Found[] {
+  const found: Found[] = []
+  ssnPattern.lastIndex = 0
+  for (let m = ssnPattern.exec(text); m; m = ssnPattern.exec(text)) {
+    const start = m.index
+    const end = start + m[0].length
+    const before = at(text, start - 1)
+    const after = at(text, end)
+    // Not part of a longer token: a word, a longer digit run, a dashed id, a decimal.
+    if (isWord(before) || before === 45 || ((before === 46 || before === 44) && isDigit(at(text, start - 2)))) {
+      ssnPattern.lastIndex = start + 1
+      continue
+    }
+    if (isWord(after) || after === 45 || ((after === 46 || after === 44) && isDigit(at(text, end + 1)))) continue
+    const area = text.slice(start, start + 3)
+    const group = text.slice(start + 4, start + 6)
+    const serial = text.slice(start + 7, end)
+    if (area === '000' || area === '666' || area[0] === '9' || group === '00' || serial === '0000') continue
+    found.push({ start, end })
+  }
+  return found
+}
