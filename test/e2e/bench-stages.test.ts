@@ -20,6 +20,7 @@ test('bun run bench --stages prints every stage of the hot path in ns/op and byt
     'log enqueue (journal record) + metrics',
     'limits: admit + settle (a key with limits only)',
     'cache: a miss (a key with a cache only)',
+    'guardrails: the personal-data set over a 1 KB prompt (scan + mask)',
     'traces on: request span + one attempt span (100% sampled)',
   ])
   for (const [stage, ns, bytes] of rows) {
