@@ -11,7 +11,7 @@ import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallRes
 import { expectResponsesGrammar, parseClientSse } from '../harness/client-sse'
 import { gatewayOverrideSlug } from '../../src/gateways/catalog'
 import { continueInstruction } from '../../src/pipeline/stages/continuation/request'
-import { chatStream, responsesStream, startScriptGateway, withoutComments, type ScriptGateway } from '../harness/script-gateway'
+import { chatStream, responsesStream, sseRecord, startScriptGateway, withoutComments, type ScriptGateway } from '../harness/script-gateway'
 
 /** `translated`: a gateway that serves Responses by translation to chat (a Responses client on a chat upstream). */
 const kinds = { first: 'together', second: 'fireworks', translated: 'deepseek' } as const
@@ -27,7 +27,7 @@ beforeAll(async () => {
     gateways[kind] = startScriptGateway()
     overrides[`RT_GATEWAY_URL_${gatewayOverrideSlug(kinds[kind])}`] = gateways[kind].url
   }
-  server = await startTestServer(overrides)
+  server = await startTestServer({ ...overrides, RT_STREAM_IDLE_MS: '1000' })
   for (const kind of Object.keys(kinds) as Kind[]) providers[kind] = (await storeProvider(server, { gateway: kinds[kind], key: `sk-test-${kind}-0123456789abcdef` })).id
 })
 
@@ -185,4 +185,41 @@ describe('Responses', () => {
     expect(events.at(-1)!.event).toBe('response.failed')
     expect(gateways.second.requests).toHaveLength(0)
   })
+})
+
+describe('every kind of break, in each shape', () => {
+  const utf8Split = () => {
+    const record = new TextEncoder().encode(chatStream(['Grüß'], { id: 'chatcmpl-first' })[1]!)
+    const cut = record.indexOf(0xc3, record.indexOf(0xc3) + 1) + 1
+    return { pieces: [chatStream([], { id: 'chatcmpl-first' })[0]!, chatStream(['Hallo '])[1]!, record.slice(0, cut)], then: 'cut' as const }
+  }
+  const breaks = {
+    cut: () => chatBroken(['Hallo ']),
+    error: () => ({ pieces: [...chatStream(['Hallo '], { id: 'chatcmpl-first' }), sseRecord({ error: { message: 'overloaded' } })], then: 'hold' as const }),
+    stalled: () => ({ pieces: chatStream(['Hallo '], { id: 'chatcmpl-first' }), then: 'hold' as const }),
+    malformed: () => ({ pieces: [...chatStream(['Hallo '], { id: 'chatcmpl-first' }), 'data: {"choices": [ not json\n\n'], then: 'hold' as const }),
+    utf8: utf8Split,
+  }
+  const textOf = {
+    messages: (result: CallResult) =>
+      parseClientSse(withoutComments(result.text).text)
+        .filter((event) => event.event === 'content_block_delta')
+        .map((event) => event.data.delta.text)
+        .join(''),
+    responses: (result: CallResult) => parseClientSse(withoutComments(result.text).text).at(-1)!.data.response.output[0].content[0].text,
+  }
+  for (const shape of ['messages', 'responses'] as const) {
+    for (const [why, script] of Object.entries(breaks)) {
+      test(`${shape}: ${why}`, async () => {
+        const secret = await keyFor(shape === 'messages' ? 'messages' : 'chat', ['translated', 'second'])
+        gateways.translated.use(script)
+        gateways.second.use((request) => (request.path.endsWith('/responses') ? { pieces: responsesStream(['Grüße!'], { input_tokens: 40, output_tokens: 9 }) } : chatWhole(['Grüße!'])))
+        const result = shape === 'messages' ? await messages(secret) : await responses(secret)
+        expect(result.text).not.toContain('\ufffd')
+        expect(textOf[shape](result)).toBe('Hallo Grüße!')
+        expect(withoutComments(result.text).comments).toEqual([': router-continued 1 deepseek fireworks'])
+        expect((await streamLogRow(result)).attempt_path).toBe(`deepseek:mid_stream_${why === 'utf8' ? 'cut' : why}>fireworks:ok`)
+      })
+    }
+  }
 })

@@ -16,15 +16,16 @@ export interface Hit {
 
 /** The matches of the rules in the text, sorted, none overlapping (an earlier rule wins a tie). */
 export function scan(rules: readonly GuardrailRule[], text: string): Hit[] {
-  let hits: Hit[] | undefined
-  for (const rule of rules) {
+  let hits: (Hit & { order: number })[] | undefined
+  for (let order = 0; order < rules.length; order++) {
+    const rule = rules[order]!
     if (rule.detector === 'moderation') continue
     const found = rule.detector === 'regex' ? (rule.pattern?.matches(text) ?? []) : detect(rule.detector, text)
-    for (const match of found) if (match.end > match.start) (hits ??= []).push({ rule, start: match.start, end: match.end })
+    for (const match of found) if (match.end > match.start) (hits ??= []).push({ rule, start: match.start, end: match.end, order })
   }
   if (!hits) return []
   if (hits.length === 1) return hits
-  hits.sort((left, right) => left.start - right.start || rules.indexOf(left.rule) - rules.indexOf(right.rule))
+  hits.sort((left, right) => left.start - right.start || left.order - right.order)
   const kept: Hit[] = []
   for (const hit of hits) {
     const last = kept.at(-1)
@@ -68,9 +69,9 @@ export const placeholderMaxLength = 80
  * the same placeholder), and the answer's placeholders are put back to the values.
  */
 export class Placeholders {
-  private readonly byValue = new Map<string, string>()
+  /** Per label, each value's placeholder (no key text is made per lookup). */
+  private readonly byLabel = new Map<string, Map<string, string>>()
   private readonly byPlaceholder = new Map<string, string>()
-  private readonly counts = new Map<string, number>()
 
   get size(): number {
     return this.byPlaceholder.size
@@ -78,12 +79,12 @@ export class Placeholders {
 
   /** The placeholder of a value (made on first use). */
   of(label: string, value: string): string {
-    const known = this.byValue.get(`${label}\u0000${value}`)
+    let values = this.byLabel.get(label)
+    if (!values) this.byLabel.set(label, (values = new Map()))
+    const known = values.get(value)
     if (known) return known
-    const count = (this.counts.get(label) ?? 0) + 1
-    this.counts.set(label, count)
-    const placeholder = `<${label}_${count}>`
-    this.byValue.set(`${label}\u0000${value}`, placeholder)
+    const placeholder = `<${label}_${values.size + 1}>`
+    values.set(value, placeholder)
     this.byPlaceholder.set(placeholder, value)
     return placeholder
   }
