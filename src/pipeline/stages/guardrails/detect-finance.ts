@@ -72,25 +72,28 @@ function matchCardGroups(text: string, groups: number[], seps: number[], found: 
  * of four (the last of 1-4: 4-4-4-4, 4-4-4-4-3), or American Express's and Diners Club's 4-6-5 and
  * 4-6-4; the separators all the same; the longest that passes.
  */
+/** The length of group `k` (groups holds each group's start and end). */
+const groupLength = (groups: number[], k: number) => groups[2 * k + 1]! - groups[2 * k]!
+/** The digits of group `k`. */
+const groupDigits = (text: string, groups: number[], k: number) => text.slice(groups[2 * k]!, groups[2 * k + 1]!)
+
 function cardAt(text: string, groups: number[], seps: number[], s: number, last: number): number {
-  const length = (k: number) => groups[2 * k + 1]! - groups[2 * k]!
-  const digitsOf = (k: number) => text.slice(groups[2 * k]!, groups[2 * k + 1]!)
-  const firstLength = length(s)
-  if (firstLength >= 13) return firstLength <= 19 && isCardNumber(digitsOf(s)) ? s : -1
+  const firstLength = groupLength(groups, s)
+  if (firstLength >= 13) return firstLength <= 19 && isCardNumber(groupDigits(text, groups, s)) ? s : -1
   if (firstLength !== 4 || s === last) return -1
   const separator = seps[s + 1]
-  if (s + 2 <= last && length(s + 1) === 6 && seps[s + 2] === separator) {
-    const third = length(s + 2)
-    if ((third === 5 || third === 4) && isCardNumber(digitsOf(s) + digitsOf(s + 1) + digitsOf(s + 2))) return s + 2
+  if (s + 2 <= last && groupLength(groups, s + 1) === 6 && seps[s + 2] === separator) {
+    const third = groupLength(groups, s + 2)
+    if ((third === 5 || third === 4) && isCardNumber(groupDigits(text, groups, s) + groupDigits(text, groups, s + 1) + groupDigits(text, groups, s + 2))) return s + 2
   }
-  let digits = digitsOf(s)
+  let digits = groupDigits(text, groups, s)
   let best = -1
   for (let e = s + 1; e <= last && e - s <= 4 && seps[e] === separator; e++) {
-    const groupLength = length(e)
-    if (groupLength > 4) break
-    digits += digitsOf(e)
+    const size = groupLength(groups, e)
+    if (size > 4) break
+    digits += groupDigits(text, groups, e)
     if (digits.length >= 13 && isCardNumber(digits)) best = e
-    if (groupLength !== 4) break
+    if (size !== 4) break
   }
   return best
 }

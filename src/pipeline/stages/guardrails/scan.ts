@@ -69,31 +69,36 @@ export const placeholderMaxLength = 80
  * the same placeholder), and the answer's placeholders are put back to the values.
  */
 export class Placeholders {
-  /** Per label, each value's placeholder (no key text is made per lookup). */
-  private readonly byLabel = new Map<string, Map<string, string>>()
-  private readonly byPlaceholder = new Map<string, string>()
+  /** Each masked value with its label and placeholder, in the order made (a request has few: a list, searched). */
+  private readonly entries: { label: string; value: string; placeholder: string; count: number }[] = []
 
   get size(): number {
-    return this.byPlaceholder.size
+    return this.entries.length
   }
 
   /** The placeholder of a value (made on first use). */
   of(label: string, value: string): string {
-    let values = this.byLabel.get(label)
-    if (!values) this.byLabel.set(label, (values = new Map()))
-    const known = values.get(value)
-    if (known) return known
-    const placeholder = `<${label}_${values.size + 1}>`
-    values.set(value, placeholder)
-    this.byPlaceholder.set(placeholder, value)
+    let count = 0
+    for (const entry of this.entries) {
+      if (entry.label !== label) continue
+      if (entry.value === value) return entry.placeholder
+      count = entry.count
+    }
+    const placeholder = `<${label}_${count + 1}>`
+    this.entries.push({ label, value, placeholder, count: count + 1 })
     return placeholder
+  }
+
+  private valueOf(placeholder: string): string | undefined {
+    for (const entry of this.entries) if (entry.placeholder === placeholder) return entry.value
+    return undefined
   }
 
   /** The text with its placeholders put back (`json`: inside a JSON string, the values escaped as such). */
   restore(text: string, json = false): string {
-    if (this.byPlaceholder.size === 0 || text.indexOf('<') === -1) return text
+    if (this.entries.length === 0 || text.indexOf('<') === -1) return text
     return text.replace(placeholderPattern, (placeholder) => {
-      const value = this.byPlaceholder.get(placeholder)
+      const value = this.valueOf(placeholder)
       if (value === undefined) return placeholder
       return json ? JSON.stringify(value).slice(1, -1) : value
     })
@@ -104,7 +109,7 @@ export class Placeholders {
    * its end that may still become one (the text's length when there is none).
    */
   safeEnd(text: string): number {
-    if (this.byPlaceholder.size === 0) return text.length
+    if (this.entries.length === 0) return text.length
     const open = text.lastIndexOf('<')
     if (open === -1 || text.length - open > placeholderMaxLength) return text.length
     return /^<[A-Z0-9_]*$/.test(text.slice(open)) ? open : text.length

@@ -57,7 +57,8 @@ class GuardrailRun {
     private readonly clientSignal: AbortSignal | undefined,
   ) {
     this.enforce = settings.mode === 'enforce'
-    const moderated = settings.input.some((rule) => rule.detector === 'moderation')
+    let moderated = false
+    for (const rule of settings.input) if (rule.detector === 'moderation') moderated = true
     if (moderated) this.texts = []
     this.run = {
       name: 'guardrails',
