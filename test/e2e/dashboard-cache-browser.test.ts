@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
-import { launchBrowser, openPage, requireBrowser, saveScreenshot, type OpenedPage } from '../harness/browser'
+import { launchBrowser, openKeyPage, requireBrowser, saveScreenshot, type OpenedPage } from '../harness/browser'
 import { startTestServer, type TestServer } from '../harness/server'
 import { createInferenceKey, storeProvider } from '../harness/api'
 import { createManagementKey } from '../../src/management/workspaces'
@@ -33,14 +33,8 @@ describe.skipIf(!chromiumPath)("a key's response cache in the dashboard", () => 
   }, 30_000)
 
   const keyPage = async (managementKey: string, id: string, name: string) => {
-    const opened = await openPage(browser, `${server.rootUrl}/`, 'desktop')
+    const opened = await openKeyPage(browser, server.rootUrl, managementKey, id, name)
     pages.push(opened)
-    const { page } = opened
-    await page.getByLabel('Management key').fill(managementKey)
-    await page.getByRole('button', { name: 'Sign in' }).click()
-    await page.getByRole('navigation', { name: 'Pages' }).waitFor()
-    await page.evaluate((hash) => (location.hash = hash), `#/keys/${id}`)
-    await page.getByRole('heading', { level: 2, name }).waitFor()
     return opened
   }
   const storedCache = async (id: string) => (await server.call('GET', `/api/v1/keys/${id}`)).body.data.cache

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import type { Browser } from 'playwright-core'
-import { launchBrowser, openPage, requireBrowser, type OpenedPage } from '../harness/browser'
+import { launchBrowser, openKeyPage, requireBrowser, saveScreenshot, type OpenedPage } from '../harness/browser'
 import { startTestServer, type TestServer } from '../harness/server'
 import { createInferenceKey, storeProvider } from '../harness/api'
 import { createManagementKey } from '../../src/management/workspaces'
@@ -31,14 +31,8 @@ describe.skipIf(!chromiumPath)("a key's guardrails in the dashboard", () => {
   }, 30_000)
 
   const keyPage = async (managementKey: string, id: string, name: string) => {
-    const opened = await openPage(browser, `${server.rootUrl}/`, 'desktop')
+    const opened = await openKeyPage(browser, server.rootUrl, managementKey, id, name)
     pages.push(opened)
-    const { page } = opened
-    await page.getByLabel('Management key').fill(managementKey)
-    await page.getByRole('button', { name: 'Sign in' }).click()
-    await page.getByRole('navigation', { name: 'Pages' }).waitFor()
-    await page.evaluate((hash) => (location.hash = hash), `#/keys/${id}`)
-    await page.getByRole('heading', { level: 2, name }).waitFor()
     return opened
   }
   const stored = async (id: string) => (await server.call('GET', `/api/v1/keys/${id}`)).body.data.guardrails
@@ -69,6 +63,8 @@ describe.skipIf(!chromiumPath)("a key's guardrails in the dashboard", () => {
     await section.getByLabel('Output rule 1 action').selectOption('block')
     await section.getByRole('button', { name: 'Save guardrails' }).click()
     await expect(section.getByRole('status').textContent()).resolves.toBe('Saved.')
+    await section.scrollIntoViewIfNeeded()
+    await saveScreenshot(page, 'dashboard-key-guardrails-desktop')
     const saved = {
       mode: 'monitor',
       input: [

@@ -120,3 +120,15 @@ export async function saveScreenshot(page: Page, name: string): Promise<string> 
   await page.screenshot({ path, fullPage: true })
   return path
 }
+
+/** Signs in to the dashboard at `rootUrl` with a management key and opens a key's page (its heading `name` shown). */
+export async function openKeyPage(browser: Browser, rootUrl: string, managementKey: string, id: string, name: string): Promise<OpenedPage> {
+  const opened = await openPage(browser, `${rootUrl}/`, 'desktop')
+  const { page } = opened
+  await page.getByLabel('Management key').fill(managementKey)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('navigation', { name: 'Pages' }).waitFor()
+  await page.evaluate((hash) => (location.hash = hash), `#/keys/${id}`)
+  await page.getByRole('heading', { level: 2, name }).waitFor()
+  return opened
+}
