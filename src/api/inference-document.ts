@@ -135,6 +135,9 @@ const routingCodes: ErrorCode[] = [
   'deadline_exceeded',
   // Cache-Control: only-if-cached on a key with a response cache (CONTRACT §15).
   'cache_miss',
+  // A key's guardrails (CONTRACT §17): an input rule that blocks; a moderation check that could not be made.
+  'guardrail_blocked',
+  'guardrail_unavailable',
 ]
 /** Refusals that may come after gateways were called: their answers name the gateway and the failovers. */
 const afterCallCodes: ErrorCode[] = [
@@ -195,7 +198,7 @@ const modelParameter = (description: string): OpenAPIV3.ParameterObject => ({
 })
 
 const chatStream =
-  'With `stream: true`: `data:` records of `chat.completion.chunk` objects, ending `data: [DONE]`. On keys with companion ads or keyterms, their fields ride on the last chunk. A stream that breaks after it began ends with one `data: {"error": {"code": "stream_aborted", …}}` record and no `[DONE]`.'
+  'With `stream: true`: `data:` records of `chat.completion.chunk` objects, ending `data: [DONE]`. On keys with companion ads or keyterms, their fields ride on the last chunk. A stream that breaks after it began ends with one `data: {"error": {"code": "stream_aborted", …}}` record and no `[DONE]`; on a key with continuation it goes on at another target instead, with one `: router-continued <hop> <from> <to>` comment line at the seam (CONTRACT §16). An output guardrail that blocks ends the stream with a `guardrail_blocked` error record (a buffered answer: 502) (CONTRACT §17).'
 const relayedOnChat = 'A gateway\'s refusal that is not a failover trigger (a malformed body, say) relayed with its status and body.'
 const relayedTranslated = 'A gateway\'s refusal that is not a failover trigger, relayed with its status and message in this envelope.'
 
@@ -237,7 +240,7 @@ const operationsByEndpoint: Record<InferenceEndpoint, Omit<OperationSpec, 'endpo
         description: 'The Response object, or an event stream.',
         schema: 'ResponseObject',
         stream:
-          'With `stream: true`: typed events (`event:` and `data:`) with continuous `sequence_number`: one `response.created`, then `response.output_item.*`, `response.output_text.delta` and the like, and one terminal `response.completed` (or `response.incomplete`). Companion ads and keyterms are merged into the terminal event\'s `response`. A mid-stream failure is an `error` event followed by `response.failed`.',
+          'With `stream: true`: typed events (`event:` and `data:`) with continuous `sequence_number`: one `response.created`, then `response.output_item.*`, `response.output_text.delta` and the like, and one terminal `response.completed` (or `response.incomplete`). Companion ads and keyterms are merged into the terminal event\'s `response`. A mid-stream failure is an `error` event followed by `response.failed` (on a key with continuation, the stream goes on at another target instead, with one `: router-continued` comment line at the seam; an output guardrail that blocks fails it with code `guardrail_blocked`).',
         headers: [...routedHeaders, 'X-Router-Decisioner', 'X-Router-Responses-Mode'],
       },
       errors: [...bodyCodes, 'missing_model', 'stateful_responses_unsupported', ...chainCodes, 'response_chain_unsupported_target', 'response_not_found', ...routingCodes],
@@ -288,7 +291,7 @@ const operationsByEndpoint: Record<InferenceEndpoint, Omit<OperationSpec, 'endpo
         description: 'The message, or an event stream.',
         schema: 'MessageObject',
         stream:
-          'With `stream: true`: `message_start`, `content_block_start` / `content_block_delta` (`text_delta`, `thinking_delta`, `input_json_delta`) / `content_block_stop`, `message_delta` with `stop_reason` and real `input_tokens` and `output_tokens` in its usage (and companion ads or keyterms as extra fields), `message_stop`. `ping` after 10 s of silence; `event: error` on a mid-stream failure.',
+          'With `stream: true`: `message_start`, `content_block_start` / `content_block_delta` (`text_delta`, `thinking_delta`, `input_json_delta`) / `content_block_stop`, `message_delta` with `stop_reason` and real `input_tokens` and `output_tokens` in its usage (and companion ads or keyterms as extra fields), `message_stop`. `ping` after 10 s of silence; `event: error` on a mid-stream failure (on a key with continuation, the stream goes on at another target instead, with one `: router-continued` comment line at the seam; an output guardrail that blocks ends it with `event: error`).',
         headers: [...routedHeaders, 'X-Router-Decisioner'],
       },
       errors: [...bodyCodes, 'missing_model', 'missing_messages', ...routingCodes],
@@ -377,7 +380,8 @@ const operationsByEndpoint: Record<InferenceEndpoint, Omit<OperationSpec, 'endpo
         example: { model: 'openai/gpt-4o-mini', state: { ticket: 'Refund for a late order' }, questions: [{ id: 'route', type: 'choice', prompt: 'Which team handles this?', options: ['billing', 'shipping'] }] },
       },
       success: { status: '200', description: 'The decision.', schema: 'Decision', headers: routedHeaders },
-      errors: ['invalid_json', 'request_too_large', 'invalid_request', 'invalid_decision_request', ...routingCodes],
+      // Decisions are not guarded (their body is not a conversation the guardrails read).
+      errors: ['invalid_json', 'request_too_large', 'invalid_request', 'invalid_decision_request', ...routingCodes.filter((code) => code !== 'guardrail_blocked' && code !== 'guardrail_unavailable')],
       relays: relayedOnChat,
     },
   ],
