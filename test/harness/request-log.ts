@@ -17,3 +17,15 @@ export async function enrichmentOf(server: TestServer, keyId: string): Promise<a
   }
   throw new Error(`no request-log row for key ${keyId}`)
 }
+
+/** The request-log row of an answer (by its X-Router-Request-Id), once the log queue has written it. */
+export async function logRowOf(server: TestServer, answer: { headers: Headers }): Promise<any> {
+  const id = answer.headers.get('x-router-request-id')
+  for (let attempt = 0; attempt < 200; attempt++) {
+    server.runtime.logQueue.flush()
+    const row = server.runtime.storage.sqlite.query('select * from request_logs where id = ?').get(id)
+    if (row) return row
+    await Bun.sleep(10)
+  }
+  throw new Error(`no request-log row for request ${id}`)
+}

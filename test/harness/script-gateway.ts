@@ -5,6 +5,9 @@
  * open until the router lets go. Requests are recorded with their parsed bodies. Builders write the
  * chat and Responses streams of an answer piece by piece.
  */
+import { gatewayOverrideSlug } from '../../src/gateways/catalog'
+import { storeProvider } from './api'
+import { startTestServer, type TestServer } from './server'
 
 export interface ScriptRequest {
   path: string
@@ -159,4 +162,48 @@ export function responsesStream(texts: string[], complete?: { input_tokens: numb
 export function withoutComments(text: string): { text: string; comments: string[] } {
   const records = text.split('\n\n')
   return { text: records.filter((record) => !record.startsWith(':')).join('\n\n'), comments: records.filter((record) => record.startsWith(':')).map((record) => record.trim()) }
+}
+
+/** A test server whose gateway kinds are scripted upstreams, each with a stored provider key. */
+export interface ScriptedService<K extends string> extends AsyncDisposable {
+  server: TestServer
+  gateways: Record<K, ScriptGateway>
+  /** Each kind's provider key id. */
+  providers: Record<K, string>
+  /** Forgets the requests the gateways recorded. */
+  reset(): void
+}
+
+/**
+ * Starts a scripted upstream per kind (`name → gateway kind`, or with its gap between pieces) and a
+ * test server whose gateway URLs point at them, and stores a provider key for each.
+ */
+export async function startScriptedService<K extends string>(kinds: Record<K, string | { gateway: string; gapMs: number }>, environment: Record<string, string> = {}): Promise<ScriptedService<K>> {
+  const gateways = {} as Record<K, ScriptGateway>
+  const overrides: Record<string, string> = {}
+  const names = Object.keys(kinds) as K[]
+  const gatewayOf = (name: K) => {
+    const kind = kinds[name]
+    return typeof kind === 'string' ? kind : kind.gateway
+  }
+  for (const name of names) {
+    const kind = kinds[name]
+    gateways[name] = startScriptGateway(typeof kind === 'string' ? undefined : kind.gapMs)
+    overrides[`RT_GATEWAY_URL_${gatewayOverrideSlug(gatewayOf(name))}`] = gateways[name].url
+  }
+  const server = await startTestServer({ ...overrides, ...environment })
+  const providers = {} as Record<K, string>
+  for (const name of names) providers[name] = (await storeProvider(server, { gateway: gatewayOf(name), key: `sk-test-${name}-0123456789abcdef` })).id
+  return {
+    server,
+    gateways,
+    providers,
+    reset() {
+      for (const gateway of Object.values<ScriptGateway>(gateways)) gateway.requests.length = 0
+    },
+    async [Symbol.asyncDispose]() {
+      await server[Symbol.asyncDispose]()
+      for (const gateway of Object.values<ScriptGateway>(gateways)) gateway.close()
+    },
+  }
 }

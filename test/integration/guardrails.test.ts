@@ -9,36 +9,27 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
-import { startTestServer, type TestServer } from '../harness/server'
-import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
+import type { TestServer } from '../harness/server'
+import { logRowOf } from '../harness/request-log'
+import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
 import { parseClientSse } from '../harness/client-sse'
-import { gatewayOverrideSlug } from '../../src/gateways/catalog'
-import { chatStream, responsesStream, sseRecord, startScriptGateway, type ScriptGateway, type ScriptRequest } from '../harness/script-gateway'
+import { chatStream, responsesStream, sseRecord, startScriptedService, type ScriptGateway, type ScriptedService, type ScriptRequest } from '../harness/script-gateway'
 
 const kinds = { chat: 'together', moderation: 'openai' } as const
 type Kind = keyof typeof kinds
-const gateways = {} as Record<Kind, ScriptGateway>
-const providers = {} as Record<Kind, string>
+let gateways: Record<Kind, ScriptGateway>
+let providers: Record<Kind, string>
 let server: TestServer
+let service: ScriptedService<Kind>
 
 beforeAll(async () => {
-  const overrides: Record<string, string> = {}
-  for (const kind of Object.keys(kinds) as Kind[]) {
-    gateways[kind] = startScriptGateway()
-    overrides[`RT_GATEWAY_URL_${gatewayOverrideSlug(kinds[kind])}`] = gateways[kind].url
-  }
-  server = await startTestServer(overrides)
-  for (const kind of Object.keys(kinds) as Kind[]) providers[kind] = (await storeProvider(server, { gateway: kinds[kind], key: `sk-test-${kind}-0123456789abcdef` })).id
+  service = await startScriptedService(kinds)
+  ;({ server, gateways, providers } = service)
 })
 
-afterAll(async () => {
-  await server?.[Symbol.asyncDispose]()
-  for (const gateway of Object.values(gateways)) gateway.close()
-})
+afterAll(() => service?.[Symbol.asyncDispose]())
 
-beforeEach(() => {
-  for (const gateway of Object.values(gateways)) gateway.requests.length = 0
-})
+beforeEach(() => service.reset())
 
 const personal = {
   mode: 'enforce',
@@ -84,16 +75,6 @@ function chatText(result: CallResult): string {
     .join('')
 }
 
-async function logRow(result: CallResult): Promise<any> {
-  for (let tries = 0; tries < 200; tries++) {
-    server.runtime.logQueue.flush()
-    const row = server.runtime.storage.sqlite.query('select * from request_logs where id = ?').get(result.headers.get('x-router-request-id'))
-    if (row) return row
-    await Bun.sleep(10)
-  }
-  throw new Error('no log row')
-}
-
 describe('masked on the way out, put back on the way in', () => {
   test('chat, buffered: one placeholder per distinct value; tool results and tool-call arguments masked; the answer and its tool call arguments restored', async () => {
     const secret = await keyFor(personal)
@@ -120,7 +101,7 @@ describe('masked on the way out, put back on the way in', () => {
     const message = result.json.choices[0].message
     expect(message.content).toBe(`I will write to ${email} and copy ${other} about PRJ-1234. (6)`)
     expect(JSON.parse(message.tool_calls[0].function.arguments)).toEqual({ to: email, note: 'call +1 415 555 2671' })
-    const row = await logRow(result)
+    const row = await logRowOf(server, result)
     const findings = JSON.parse(row.guardrails)
     expect(findings).toEqual(
       expect.arrayContaining([
@@ -211,7 +192,7 @@ describe('blocks', () => {
     expect(viaMessages.status).toBe(400)
     expect(viaMessages.json).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } })
     expect(gateways.chat.requests).toHaveLength(0)
-    const row = await logRow(result)
+    const row = await logRowOf(server, result)
     expect(row.error_code).toBe('guardrail_blocked')
     expect(JSON.parse(row.guardrails)).toEqual([{ rule: 'credit_card', where: 'input', action: 'block', count: 1 }])
   })
@@ -250,7 +231,7 @@ describe('monitor mode', () => {
     expect(result.status).toBe(200)
     expect(gateways.chat.requests[0]!.body.messages[0].content).toBe(`Mail ${email}, card 4111 1111 1111 1111.`)
     expect(result.json.choices[0].message.content).toBe('Pay to DE89 3704 0044 0532 0130 00.')
-    const findings = JSON.parse((await logRow(result)).guardrails)
+    const findings = JSON.parse((await logRowOf(server, result)).guardrails)
     expect(findings).toEqual(
       expect.arrayContaining([
         { rule: 'email', where: 'input', action: 'mask', count: 1 },

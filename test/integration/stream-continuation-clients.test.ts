@@ -11,38 +11,28 @@ import Anthropic from '@anthropic-ai/sdk'
 import { streamText } from 'ai'
 import { createOpenAI } from '@ai-sdk/openai'
 import { createAnthropic } from '@ai-sdk/anthropic'
-import { startTestServer, type TestServer } from '../harness/server'
-import { createInferenceKey, storeProvider } from '../harness/api'
-import { gatewayOverrideSlug } from '../../src/gateways/catalog'
+import type { TestServer } from '../harness/server'
+import { createInferenceKey } from '../harness/api'
 import { continueInstruction } from '../../src/pipeline/stages/continuation/request'
-import { chatStream, responsesStream, startScriptGateway, type ScriptGateway } from '../harness/script-gateway'
+import { chatStream, responsesStream, startScriptedService, type ScriptGateway, type ScriptedService } from '../harness/script-gateway'
 
 /** Gateway kinds that take no prefill (catalog data): the first target, and the one that continues it. */
 const kinds = { first: 'together', second: 'fireworks' } as const
 type Kind = keyof typeof kinds
 
-const gateways = {} as Record<Kind, ScriptGateway>
-const providers = {} as Record<Kind, string>
+let gateways: Record<Kind, ScriptGateway>
+let providers: Record<Kind, string>
 let server: TestServer
+let service: ScriptedService<Kind>
 
 beforeAll(async () => {
-  const overrides: Record<string, string> = {}
-  for (const kind of Object.keys(kinds) as Kind[]) {
-    gateways[kind] = startScriptGateway()
-    overrides[`RT_GATEWAY_URL_${gatewayOverrideSlug(kinds[kind])}`] = gateways[kind].url
-  }
-  server = await startTestServer(overrides)
-  for (const kind of Object.keys(kinds) as Kind[]) providers[kind] = (await storeProvider(server, { gateway: kinds[kind], key: `sk-test-${kind}-0123456789abcdef` })).id
+  service = await startScriptedService(kinds)
+  ;({ server, gateways, providers } = service)
 })
 
-afterAll(async () => {
-  await server?.[Symbol.asyncDispose]()
-  for (const gateway of Object.values(gateways)) gateway.close()
-})
+afterAll(() => service?.[Symbol.asyncDispose]())
 
-beforeEach(() => {
-  for (const gateway of Object.values(gateways)) gateway.requests.length = 0
-})
+beforeEach(() => service.reset())
 
 /** A key routed first → second with continuation on (one hop). */
 async function continuedKey(shape: 'chat' | 'messages'): Promise<{ id: string; secret: string }> {

@@ -17,15 +17,14 @@
  * text before the break would depend on timing.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
-import { startTestServer, type TestServer } from '../harness/server'
-import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
+import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
+import { logRowOf } from '../harness/request-log'
 import { parseClientSse } from '../harness/client-sse'
 import { until } from '../harness/until'
-import { gatewayOverrideSlug } from '../../src/gateways/catalog'
 import { continueInstruction } from '../../src/pipeline/stages/continuation/request'
 import { addedBytes, measurePrompt, outputBound, worstCaseNano } from '../../src/pipeline/limits/worst-case'
 import type { ModelPricing } from '../../src/gateways/model-prices'
-import { chatStream, startScriptGateway, withoutComments, type ScriptGateway } from '../harness/script-gateway'
+import { chatStream, startScriptedService, withoutComments, type ScriptedService } from '../harness/script-gateway'
 
 const MODEL = 'openai/gpt-4o-mini'
 const question = [{ role: 'user', content: 'Tell me about the sea.' }]
@@ -33,30 +32,12 @@ const question = [{ role: 'user', content: 'Tell me about the sea.' }]
 /** The gateway kinds used here: `together` and `fireworks` take no prefill, `openrouter` a trailing assistant message (catalog data). */
 type Kind = 'together' | 'fireworks' | 'openrouter'
 
-interface Env {
-  server: TestServer
-  gateways: Record<Kind, ScriptGateway>
-  providers: Record<Kind, string>
-}
+type Env = ScriptedService<Kind>
 
-/** A test server whose gateway kinds are scripted upstreams (each with its own gap between pieces). */
-async function startEnv(kinds: Partial<Record<Kind, number>>, environment: Record<string, string> = {}): Promise<Env> {
-  const gateways = {} as Record<Kind, ScriptGateway>
-  const overrides: Record<string, string> = {}
-  for (const [kind, gapMs] of Object.entries(kinds) as [Kind, number][]) {
-    gateways[kind] = startScriptGateway(gapMs)
-    overrides[`RT_GATEWAY_URL_${gatewayOverrideSlug(kind)}`] = gateways[kind].url
-  }
-  const server = await startTestServer({ ...overrides, ...environment })
-  const providers = {} as Record<Kind, string>
-  for (const kind of Object.keys(kinds) as Kind[]) providers[kind] = (await storeProvider(server, { gateway: kind, key: `sk-test-${kind}-0123456789abcdef` })).id
-  return { server, gateways, providers }
-}
-
-async function stopEnv(env: Env | undefined) {
-  if (!env) return
-  await env.server[Symbol.asyncDispose]()
-  for (const gateway of Object.values(env.gateways)) gateway.close()
+/** A test server whose gateway kinds are scripted upstreams, each with its own gap between pieces. */
+function startEnv(gaps: Partial<Record<Kind, number>>, environment: Record<string, string> = {}): Promise<Env> {
+  const kinds = Object.fromEntries(Object.entries(gaps).map(([kind, gapMs]) => [kind, { gateway: kind, gapMs: gapMs as number }])) as Record<Kind, { gateway: string; gapMs: number }>
+  return startScriptedService(kinds, environment)
 }
 
 /** A key routed over `targets` in order, continuation on (one hop); `limits` set as CONTRACT §11 says. */
@@ -107,18 +88,6 @@ function expectContinued(result: CallResult, text: string, seam: string) {
   return chunks
 }
 
-async function rowOf(env: Env, result: CallResult): Promise<any> {
-  const id = result.headers.get('x-router-request-id')
-  expect(id).toBeTruthy()
-  for (let tries = 0; tries < 200; tries++) {
-    env.server.runtime.logQueue.flush()
-    const row = env.server.runtime.storage.sqlite.query('select * from request_logs where id = ?').get(id)
-    if (row) return row
-    await Bun.sleep(10)
-  }
-  throw new Error('no log row')
-}
-
 /** `router_stream_continuations_total{result}` now (0 before the first). */
 async function continuations(env: Env, result: string): Promise<number> {
   const metrics = await (await fetch(`${env.server.rootUrl}/metrics`)).text()
@@ -152,10 +121,8 @@ describe('a USD cap and the continuation’s reservation', () => {
     }
     await env.server.runtime.snapshots.fresh()
   })
-  afterAll(() => stopEnv(env))
-  beforeEach(() => {
-    for (const gateway of Object.values(env.gateways)) gateway.requests.length = 0
-  })
+  afterAll(() => env?.[Symbol.asyncDispose]())
+  beforeEach(() => env.reset())
 
   const body = { model: MODEL, messages: question, stream: true, max_tokens: 1000 }
   const head = ['The sea ', 'is ', 'deep ']
@@ -179,7 +146,7 @@ describe('a USD cap and the continuation’s reservation', () => {
     expect(env.gateways.fireworks.requests).toHaveLength(0)
     expect(await continuations(env, 'refused')).toBe(refusedBefore + 1)
     expect(await continuations(env, 'continued')).toBe(continuedBefore)
-    const row = await rowOf(env, result)
+    const row = await logRowOf(env.server, result)
     expect(row.attempt_path).toBe('together:mid_stream_cut')
     expect(row.attempts).toBe(1)
     expect(row.continued).toBeNull()
@@ -217,7 +184,7 @@ describe('a USD cap and the continuation’s reservation', () => {
     expect(sent[0]!.body.messages).toEqual([...question, { role: 'assistant', content: partial }, { role: 'user', content: continueInstruction }])
     expect(await continuations(env, 'continued')).toBe(continuedBefore + 1)
 
-    const row = await rowOf(env, result)
+    const row = await logRowOf(env.server, result)
     expect(row.attempt_path).toBe('together:mid_stream_cut>fireworks:ok')
     expect(row.continued).toBe(1)
     expect(row.error_code).toBeNull()
@@ -240,10 +207,8 @@ describe('the request deadline', () => {
   beforeAll(async () => {
     env = await startEnv({ together: slowGapMs, fireworks: 5, openrouter: lateHeadMs }, { RT_DEADLINE_MS: String(deadlineMs) })
   })
-  afterAll(() => stopEnv(env))
-  beforeEach(() => {
-    for (const gateway of Object.values(env.gateways)) gateway.requests.length = 0
-  })
+  afterAll(() => env?.[Symbol.asyncDispose]())
+  beforeEach(() => env.reset())
 
   test('a break after the deadline is not continued: the stream, which the deadline does not cut, ends with stream_aborted; nothing asked of the next target; metric deadline', async () => {
     const key = await continuedKey(env, ['together', 'fireworks'])
@@ -259,7 +224,7 @@ describe('the request deadline', () => {
     expect(env.gateways.fireworks.requests).toHaveLength(0)
     expect(env.gateways.together.requests).toHaveLength(1)
     expect(await continuations(env, 'deadline')).toBe(before + 1)
-    const row = await rowOf(env, result)
+    const row = await logRowOf(env.server, result)
     expect(row.attempt_path).toBe('together:mid_stream_cut')
     expect(row.continued).toBeNull()
     expect(row.status).toBe(200)
@@ -273,7 +238,7 @@ describe('the request deadline', () => {
     env.gateways.fireworks.use(() => whole(['is calm.']))
     const result = await chat(env, key.secret)
     expectContinued(result, 'The sea is calm.', '1 together fireworks')
-    expect((await rowOf(env, result)).attempt_path).toBe('together:mid_stream_cut>fireworks:ok')
+    expect((await logRowOf(env.server, result)).attempt_path).toBe('together:mid_stream_cut>fireworks:ok')
   })
 
   test('a continuation whose first byte would come after the deadline is let go at the deadline: stream_aborted, the late target `deadline` in the path', async () => {
@@ -297,7 +262,7 @@ describe('the request deadline', () => {
     await until('the late stream let go', () => (env.gateways.openrouter.cancelled === cancelledBefore + 1 ? true : undefined), 1000)
     expect(env.gateways.together.requests).toHaveLength(1)
     expect(await continuations(env, 'failed')).toBe(failedBefore + 1)
-    const row = await rowOf(env, result)
+    const row = await logRowOf(env.server, result)
     expect(row.attempt_path).toBe('together:mid_stream_cut>openrouter:deadline')
     expect(row.continued).toBeNull()
     expect(row.status).toBe(200)

@@ -6,39 +6,30 @@
  * end with the last attempt's usage; breaks in a tool call or reasoning end as without the setting.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
-import { startTestServer, type TestServer } from '../harness/server'
-import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
+import type { TestServer } from '../harness/server'
+import { logRowOf } from '../harness/request-log'
+import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
 import { expectResponsesGrammar, parseClientSse } from '../harness/client-sse'
-import { gatewayOverrideSlug } from '../../src/gateways/catalog'
 import { continueInstruction } from '../../src/pipeline/stages/continuation/request'
-import { chatStream, responsesStream, sseRecord, startScriptGateway, withoutComments, type ScriptGateway } from '../harness/script-gateway'
+import { chatStream, responsesStream, sseRecord, startScriptedService, withoutComments, type ScriptGateway, type ScriptedService } from '../harness/script-gateway'
 
 /** `translated`: a gateway that serves Responses by translation to chat (a Responses client on a chat upstream). */
 const kinds = { first: 'together', second: 'fireworks', translated: 'deepseek' } as const
 type Kind = keyof typeof kinds
 
-const gateways = {} as Record<Kind, ScriptGateway>
-const providers = {} as Record<Kind, string>
+let gateways: Record<Kind, ScriptGateway>
+let providers: Record<Kind, string>
 let server: TestServer
+let service: ScriptedService<Kind>
 
 beforeAll(async () => {
-  const overrides: Record<string, string> = {}
-  for (const kind of Object.keys(kinds) as Kind[]) {
-    gateways[kind] = startScriptGateway()
-    overrides[`RT_GATEWAY_URL_${gatewayOverrideSlug(kinds[kind])}`] = gateways[kind].url
-  }
-  server = await startTestServer({ ...overrides, RT_STREAM_IDLE_MS: '1000' })
-  for (const kind of Object.keys(kinds) as Kind[]) providers[kind] = (await storeProvider(server, { gateway: kinds[kind], key: `sk-test-${kind}-0123456789abcdef` })).id
+  service = await startScriptedService(kinds, { RT_STREAM_IDLE_MS: '1000' })
+  ;({ server, gateways, providers } = service)
 })
 
-afterAll(async () => {
-  await server?.[Symbol.asyncDispose]()
-  for (const gateway of Object.values(gateways)) gateway.close()
-})
+afterAll(() => service?.[Symbol.asyncDispose]())
 
-beforeEach(() => {
-  for (const gateway of Object.values(gateways)) gateway.requests.length = 0
-})
+beforeEach(() => service.reset())
 
 async function keyFor(shape: string, targets: Kind[] = ['first', 'second']): Promise<string> {
   const key = await createInferenceKey(server, { api_shape: shape, continuation: { max_hops: 1 }, routing: { strategy: 'priority', targets: targets.map((kind) => ({ provider_key_id: providers[kind] })) } })
@@ -49,16 +40,6 @@ const messages = (secret: string, extra: Record<string, unknown> = {}) =>
   httpCall(server, 'POST', '/v1/messages', { model: 'openai/gpt-4o-mini', max_tokens: 200, stream: true, messages: [{ role: 'user', content: 'Tell me about the sea.' }], ...extra }, { 'x-api-key': secret })
 const responses = (secret: string, extra: Record<string, unknown> = {}) =>
   httpCall(server, 'POST', '/v1/responses', { model: 'openai/gpt-4o-mini', input: 'Tell me about the sea.', stream: true, ...extra }, bearerHeader(secret))
-
-async function streamLogRow(result: CallResult): Promise<any> {
-  for (let tries = 0; tries < 200; tries++) {
-    server.runtime.logQueue.flush()
-    const row = server.runtime.storage.sqlite.query('select * from request_logs where id = ?').get(result.headers.get('x-router-request-id'))
-    if (row) return row
-    await Bun.sleep(10)
-  }
-  throw new Error('no log row')
-}
 
 const chatBroken = (texts: string[]) => ({ pieces: chatStream(texts, { id: 'chatcmpl-first' }), then: 'cut' as const })
 const chatWhole = (texts: string[]) => ({ pieces: chatStream(texts, { id: 'chatcmpl-second', finish: 'stop', usage: { prompt_tokens: 40, completion_tokens: 9 } }) })
@@ -96,7 +77,7 @@ describe('messages', () => {
       { role: 'assistant', content: 'The sea is ' },
       { role: 'user', content: continueInstruction },
     ])
-    const row = await streamLogRow(result)
+    const row = await logRowOf(server, result)
     expect(row.attempt_path).toBe('together:mid_stream_cut>fireworks:ok')
     expect(row.continued).toBe(1)
     expect(row.error_code).toBeNull()
@@ -153,7 +134,7 @@ describe('Responses', () => {
       { role: 'assistant', content: 'The sea is ' },
       { role: 'user', content: continueInstruction },
     ])
-    expect((await streamLogRow(result)).attempt_path).toBe('together:mid_stream_cut>fireworks:ok')
+    expect((await logRowOf(server, result)).attempt_path).toBe('together:mid_stream_cut>fireworks:ok')
   })
 
   test('an error event of a native Responses upstream is a break; a string input becomes an item list', async () => {
@@ -165,7 +146,7 @@ describe('Responses', () => {
     const events = parseClientSse(withoutComments(result.text).text)
     expect(events.at(-1)!.data.response.output[0].content[0].text).toBe('The sea is blue.')
     expect(gateways.second.requests[0]!.body.input[0]).toEqual({ role: 'user', content: 'Tell me about the sea.' })
-    expect((await streamLogRow(result)).attempt_path).toBe('together:mid_stream_error>fireworks:ok')
+    expect((await logRowOf(server, result)).attempt_path).toBe('together:mid_stream_error>fireworks:ok')
   })
 
   test('a break inside a function call’s arguments: error and response.failed as without the setting', async () => {
@@ -218,7 +199,7 @@ describe('every kind of break, in each shape', () => {
         expect(result.text).not.toContain('\ufffd')
         expect(textOf[shape](result)).toBe('Hallo Grüße!')
         expect(withoutComments(result.text).comments).toEqual([': router-continued 1 deepseek fireworks'])
-        expect((await streamLogRow(result)).attempt_path).toBe(`deepseek:mid_stream_${why === 'utf8' ? 'cut' : why}>fireworks:ok`)
+        expect((await logRowOf(server, result)).attempt_path).toBe(`deepseek:mid_stream_${why === 'utf8' ? 'cut' : why}>fireworks:ok`)
       })
     }
   }

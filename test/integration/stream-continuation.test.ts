@@ -8,40 +8,31 @@
  * reasoning block, after `max_hops`, or without the setting. The row lists every attempt.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
-import { startTestServer, type TestServer } from '../harness/server'
-import { bearerHeader, createInferenceKey, httpCall, storeProvider, type CallResult } from '../harness/api'
+import type { TestServer } from '../harness/server'
+import { logRowOf } from '../harness/request-log'
+import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
 import { parseClientSse } from '../harness/client-sse'
-import { gatewayOverrideSlug } from '../../src/gateways/catalog'
 import { continueInstruction } from '../../src/pipeline/stages/continuation/request'
-import { chatStream, sseRecord, startScriptGateway, withoutComments, type ScriptGateway } from '../harness/script-gateway'
+import { chatStream, sseRecord, startScriptedService, withoutComments, type ScriptGateway, type ScriptedService } from '../harness/script-gateway'
 
 /** Gateway kinds by how they take a prefill (catalog data): none, a trailing assistant message. */
 const kinds = { first: 'together', plain: 'fireworks', prefill: 'openrouter' } as const
 type Kind = keyof typeof kinds
 const idleMs = 1000
 
-const gateways = {} as Record<Kind, ScriptGateway>
-const providers = {} as Record<Kind, string>
+let gateways: Record<Kind, ScriptGateway>
+let providers: Record<Kind, string>
 let server: TestServer
+let service: ScriptedService<Kind>
 
 beforeAll(async () => {
-  const overrides: Record<string, string> = {}
-  for (const kind of Object.keys(kinds) as Kind[]) {
-    gateways[kind] = startScriptGateway()
-    overrides[`RT_GATEWAY_URL_${gatewayOverrideSlug(kinds[kind])}`] = gateways[kind].url
-  }
-  server = await startTestServer({ ...overrides, RT_STREAM_IDLE_MS: String(idleMs) })
-  for (const kind of Object.keys(kinds) as Kind[]) providers[kind] = (await storeProvider(server, { gateway: kinds[kind], key: `sk-test-${kind}-0123456789abcdef` })).id
+  service = await startScriptedService(kinds, { RT_STREAM_IDLE_MS: String(idleMs) })
+  ;({ server, gateways, providers } = service)
 })
 
-afterAll(async () => {
-  await server?.[Symbol.asyncDispose]()
-  for (const gateway of Object.values(gateways)) gateway.close()
-})
+afterAll(() => service?.[Symbol.asyncDispose]())
 
-beforeEach(() => {
-  for (const gateway of Object.values(gateways)) gateway.requests.length = 0
-})
+beforeEach(() => service.reset())
 
 async function keyFor(targets: Kind[], continuation: unknown = { max_hops: 1 }, shape = 'chat'): Promise<string> {
   const key = await createInferenceKey(server, { api_shape: shape, continuation, routing: { strategy: 'priority', targets: targets.map((kind) => ({ provider_key_id: providers[kind] })) } })
@@ -59,20 +50,6 @@ function chatOf(result: CallResult) {
   const text = chunks.map((chunk) => chunk.choices?.[0]?.delta?.content ?? '').join('')
   const comments = result.text.split('\n').filter((line) => line.startsWith(':'))
   return { records, chunks, text, comments }
-}
-
-function logRow(result: CallResult): any {
-  server.runtime.logQueue.flush()
-  return server.runtime.storage.sqlite.query('select * from request_logs where id = ?').get(result.headers.get('x-router-request-id'))
-}
-
-async function streamLogRow(result: CallResult): Promise<any> {
-  for (let tries = 0; tries < 200; tries++) {
-    const row = logRow(result)
-    if (row) return row
-    await Bun.sleep(10)
-  }
-  throw new Error('no log row')
 }
 
 const broken = (texts: string[]) => ({ pieces: chatStream(texts, { id: 'chatcmpl-first' }), then: 'cut' as const })
@@ -101,7 +78,7 @@ describe('a chat stream that breaks in text goes on at the next target', () => {
     expect(chunks.at(-1).usage).toEqual({ prompt_tokens: 30, completion_tokens: 7, total_tokens: 37 })
     const sent = gateways.plain.requests[0]!.body.messages
     expect(sent).toEqual([...question, { role: 'assistant', content: 'The sea is ' }, { role: 'user', content: continueInstruction }])
-    const row = await streamLogRow(result)
+    const row = await logRowOf(server, result)
     expect(row.status).toBe(200)
     expect(row.error_code).toBeNull()
     expect(row.attempt_path).toBe('together:mid_stream_cut>fireworks:ok')
@@ -123,7 +100,7 @@ describe('a chat stream that breaks in text goes on at the next target', () => {
       gateways.first.use(() => ({ pieces, then }))
       const result = await chat(secret)
       expectOneStream(result, 'The sea is deep and blue.', ['1 together fireworks'])
-      expect((await streamLogRow(result)).attempt_path).toBe(`together:mid_stream_${why}>fireworks:ok`)
+      expect((await logRowOf(server, result)).attempt_path).toBe(`together:mid_stream_${why}>fireworks:ok`)
     }
   })
 
@@ -165,7 +142,7 @@ describe('a chat stream that breaks in text goes on at the next target', () => {
     const result = await chat(secret)
     expectOneStream(result, 'The sea is wide.', ['1 together openrouter'])
     expect(gateways.prefill.requests.map((request) => request.body.messages.at(-1).role)).toEqual(['assistant', 'user'])
-    expect((await streamLogRow(result)).attempt_path).toBe('together:mid_stream_cut>openrouter:http-400>openrouter:ok')
+    expect((await logRowOf(server, result)).attempt_path).toBe('together:mid_stream_cut>openrouter:http-400>openrouter:ok')
   })
 
   test('the only target continues itself', async () => {
@@ -173,7 +150,7 @@ describe('a chat stream that breaks in text goes on at the next target', () => {
     gateways.first.use((_request, index) => (index === 0 ? broken(['The sea ']) : whole(['is calm.'])))
     const result = await chat(secret)
     expectOneStream(result, 'The sea is calm.', ['1 together together'])
-    expect((await streamLogRow(result)).attempt_path).toBe('together:mid_stream_cut>together:ok')
+    expect((await logRowOf(server, result)).attempt_path).toBe('together:mid_stream_cut>together:ok')
   })
 })
 
@@ -220,8 +197,8 @@ describe('breaks that end the stream as without the setting', () => {
     const reasoning = await chat(secret)
     expectAborted(reasoning)
     expect(gateways.plain.requests).toHaveLength(0)
-    expect((await streamLogRow(tool)).attempt_path).toBe('together:mid_stream_cut')
-    expect((await streamLogRow(reasoning)).continued).toBeNull()
+    expect((await logRowOf(server, tool)).attempt_path).toBe('together:mid_stream_cut')
+    expect((await logRowOf(server, reasoning)).continued).toBeNull()
     const metrics = await (await fetch(`${server.rootUrl}/metrics`)).text()
     expect(metrics).toMatch(/router_stream_continuations_total\{result="not_text"\} [2-9]/)
   })
@@ -235,7 +212,7 @@ describe('breaks that end the stream as without the setting', () => {
     expect(chatOf(cut).text).toBe('One, two, ')
     expect(chatOf(cut).comments).toEqual([': router-continued 1 together fireworks'])
     expect(chatOf(cut).records.at(-1).error.code).toBe('stream_aborted')
-    const row = await streamLogRow(cut)
+    const row = await logRowOf(server, cut)
     expect(row.attempt_path).toBe('together:mid_stream_cut>fireworks:mid_stream_cut')
     expect(row.continued).toBe(1)
     expect(row.error_code).toBe('stream_aborted')
@@ -244,7 +221,7 @@ describe('breaks that end the stream as without the setting', () => {
     const result = await chat(twice)
     expectOneStream(result, 'One, two, three.', ['1 together fireworks', '2 fireworks openrouter'])
     expect(gateways.prefill.requests.at(-1)!.body.messages.at(-1)).toEqual({ role: 'assistant', content: 'One, two, ' })
-    expect((await streamLogRow(result)).continued).toBe(2)
+    expect((await logRowOf(server, result)).continued).toBe(2)
   })
 
   test('a key without continuation: SPEC’s in-stream error, nothing asked of the next target', async () => {
