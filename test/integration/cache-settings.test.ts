@@ -18,8 +18,9 @@ import { createManagementKey, createWorkspace } from '../../src/management/works
 import { bearerHeader, createInferenceKey, httpCall, storeProvider } from '../harness/api'
 import { startGateways } from '../harness/gateways'
 import { chatCompletion } from '../harness/mock-gateway'
-import { startTestServer, testMasterKey, type TestServer } from '../harness/server'
+import { startTestServer, type TestServer } from '../harness/server'
 import { baseEnvironment, repoRoot } from '../harness/service-process'
+import { runCli } from '../harness/cli'
 
 const offView = null
 const defaults = { ttl_seconds: 3600, scope: 'key', semantic: null }
@@ -315,16 +316,7 @@ describe('the purge', () => {
 })
 
 describe('the CLI', () => {
-  async function cli(server: TestServer, args: string[]) {
-    const child = Bun.spawn(['bun', 'run', 'src/cli/index.ts', ...args], {
-      cwd: repoRoot,
-      env: { ...baseEnvironment(), RT_DATA_DIR: server.dataDir, RT_MASTER_KEY: testMasterKey },
-      stdout: 'pipe',
-      stderr: 'pipe',
-    })
-    const [stdout, stderr, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-    return { exitCode, out: stdout.trim() ? JSON.parse(stdout) : undefined, error: stderr.trim() ? (JSON.parse(stderr.trim().split('\n')[0]!).error as string) : undefined }
-  }
+  const cli = runCli
 
   test('key cache sets TTL and scope (flags not given stay, a semantic lookup is kept), --off turns it off; cache purge prints {purged}; both audited via cli', async () => {
     await using server = await startTestServer()

@@ -10,8 +10,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { createManagementKey } from '../../src/management/workspaces'
 import { createInferenceKey } from '../harness/api'
-import { startTestServer, testMasterKey, type TestServer } from '../harness/server'
+import { startTestServer, type TestServer } from '../harness/server'
 import { baseEnvironment, repoRoot } from '../harness/service-process'
+import { runCli } from '../harness/cli'
 
 async function withMcp<T>(server: TestServer, run: (client: Client) => Promise<T>): Promise<T> {
   const client = new Client({ name: 'continuation-settings-test', version: '1.0.0' })
@@ -172,16 +173,7 @@ describe('the key setting `continuation`', () => {
 })
 
 describe('the CLI', () => {
-  async function cli(server: TestServer, args: string[]) {
-    const child = Bun.spawn(['bun', 'run', 'src/cli/index.ts', ...args], {
-      cwd: repoRoot,
-      env: { ...baseEnvironment(), RT_DATA_DIR: server.dataDir, RT_MASTER_KEY: testMasterKey },
-      stdout: 'pipe',
-      stderr: 'pipe',
-    })
-    const [stdout, stderr, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-    return { exitCode, out: stdout.trim() ? JSON.parse(stdout) : undefined, error: stderr.trim() ? (JSON.parse(stderr.trim().split('\n')[0]!).error as string) : undefined }
-  }
+  const cli = runCli
 
   test('key continuation turns it on (max hops 1, or kept), sets --max-hops, --off turns it off; bad values refused naming the field; audited via cli', async () => {
     await using server = await startTestServer()

@@ -11,8 +11,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { compileGuardrailPattern } from '../../src/domain/guardrail-pattern'
 import { createManagementKey, createWorkspace } from '../../src/management/workspaces'
 import { createInferenceKey, storeProvider } from '../harness/api'
-import { startTestServer, testMasterKey, type TestServer } from '../harness/server'
+import { startTestServer, type TestServer } from '../harness/server'
 import { baseEnvironment, repoRoot } from '../harness/service-process'
+import { runCli } from '../harness/cli'
 
 async function withMcp<T>(server: TestServer, run: (client: Client) => Promise<T>): Promise<T> {
   const client = new Client({ name: 'guardrail-settings-test', version: '1.0.0' })
@@ -301,16 +302,7 @@ describe('the key setting `guardrails`', () => {
 })
 
 describe('the CLI', () => {
-  async function cli(server: TestServer, args: string[]) {
-    const child = Bun.spawn(['bun', 'run', 'src/cli/index.ts', ...args], {
-      cwd: repoRoot,
-      env: { ...baseEnvironment(), RT_DATA_DIR: server.dataDir, RT_MASTER_KEY: testMasterKey },
-      stdout: 'pipe',
-      stderr: 'pipe',
-    })
-    const [stdout, stderr, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited])
-    return { exitCode, out: stdout.trim() ? JSON.parse(stdout) : undefined, error: stderr.trim() ? (JSON.parse(stderr.trim().split('\n')[0]!).error as string) : undefined }
-  }
+  const cli = runCli
 
   test('key guardrails sets the whole setting from --json, --off turns it off; bad values refused naming the field; audited via cli', async () => {
     await using server = await startTestServer()
