@@ -135,7 +135,7 @@ const routingCodes: ErrorCode[] = [
   'deadline_exceeded',
   // Cache-Control: only-if-cached on a key with a response cache (CONTRACT §15).
   'cache_miss',
-  // A key's guardrails (CONTRACT §17): an input rule that blocks; a moderation check that could not be made.
+  // A key's guardrails (CONTRACT §17): an input rule that blocks; a moderation check that could not be made (not on decisions, which are not guarded).
   'guardrail_blocked',
   'guardrail_unavailable',
 ]
@@ -380,7 +380,6 @@ const operationsByEndpoint: Record<InferenceEndpoint, Omit<OperationSpec, 'endpo
         example: { model: 'openai/gpt-4o-mini', state: { ticket: 'Refund for a late order' }, questions: [{ id: 'route', type: 'choice', prompt: 'Which team handles this?', options: ['billing', 'shipping'] }] },
       },
       success: { status: '200', description: 'The decision.', schema: 'Decision', headers: routedHeaders },
-      // Decisions are not guarded (their body is not a conversation the guardrails read).
       errors: ['invalid_json', 'request_too_large', 'invalid_request', 'invalid_decision_request', ...routingCodes.filter((code) => code !== 'guardrail_blocked' && code !== 'guardrail_unavailable')],
       relays: relayedOnChat,
     },

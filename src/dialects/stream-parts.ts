@@ -39,6 +39,18 @@ export type StreamPart =
  */
 export type StreamBreak = 'cut' | 'stalled' | 'error' | 'malformed'
 
+/** Usage summed (a new object; unknown when neither side reported any): a tool loop's rounds, a continued stream's attempts. */
+export function addUsage(sum: Usage | undefined, usage: Usage | undefined): Usage | undefined {
+  if (!usage) return sum
+  if (!sum) return { ...usage }
+  return {
+    inputTokens: sum.inputTokens + usage.inputTokens,
+    outputTokens: sum.outputTokens + usage.outputTokens,
+    ...(sum.reasoningTokens !== undefined || usage.reasoningTokens !== undefined ? { reasoningTokens: (sum.reasoningTokens ?? 0) + (usage.reasoningTokens ?? 0) } : {}),
+    ...(sum.cachedInputTokens !== undefined || usage.cachedInputTokens !== undefined ? { cachedInputTokens: (sum.cachedInputTokens ?? 0) + (usage.cachedInputTokens ?? 0) } : {}),
+  }
+}
+
 /** Marks an upstream body that broke off; decoders turn it into an `error` part. */
 export const upstreamBroke = Symbol('upstream-broke')
 /** Marks an upstream body cut by the stream idle limit (RT_STREAM_IDLE_MS); an `error` part too. */

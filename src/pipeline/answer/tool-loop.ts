@@ -15,7 +15,7 @@ import { decodeChatStream } from '../../dialects/chat/decode-stream'
 import { readResponseObject } from '../../dialects/responses/convert-response'
 import { decodeResponsesStream } from '../../dialects/responses/decode-stream'
 import { UntranslatableReply, type AssistantResult } from '../../dialects/assistant-result'
-import { breakSafe, UpstreamEnding, type StreamPart, type Usage } from '../../dialects/stream-parts'
+import { addUsage, breakSafe, UpstreamEnding, type StreamPart, type Usage } from '../../dialects/stream-parts'
 import { extendChatBody, extendResponsesBody, type FinishedRound } from '../../dialects/tool-rounds'
 import { scrubSecret } from '../../gateways/scrub-secret'
 import { upstreamMessage } from '../routing/classify-failure'
@@ -184,17 +184,6 @@ export class ToolLoop {
   }
 }
 
-/** Usage summed over rounds; unknown when no round reported any. */
-function addUsage(sum: Usage | undefined, usage: Usage | undefined): Usage | undefined {
-  if (!usage) return sum
-  if (!sum) return { ...usage }
-  return {
-    inputTokens: sum.inputTokens + usage.inputTokens,
-    outputTokens: sum.outputTokens + usage.outputTokens,
-    ...(sum.reasoningTokens !== undefined || usage.reasoningTokens !== undefined ? { reasoningTokens: (sum.reasoningTokens ?? 0) + (usage.reasoningTokens ?? 0) } : {}),
-    ...(sum.cachedInputTokens !== undefined || usage.cachedInputTokens !== undefined ? { cachedInputTokens: (sum.cachedInputTokens ?? 0) + (usage.cachedInputTokens ?? 0) } : {}),
-  }
-}
 
 function setTokens(context: AuthenticatedContext, usage: Usage | undefined) {
   if (!usage) return

@@ -12,7 +12,7 @@
  * the row's path, and the row says how many continuations the answer took.
  */
 import { RouterError } from '../../../errors/router-error'
-import type { StreamBreak, StreamPart, Usage } from '../../../dialects/stream-parts'
+import { addUsage, type StreamBreak, type StreamPart, type Usage } from '../../../dialects/stream-parts'
 import type { SuccessResult } from '../../answer/dialect'
 import type { AuthenticatedContext } from '../../request/context'
 import type { RunResult } from '../../routing/run-attempts'
@@ -65,17 +65,6 @@ class Hops {
   }
 }
 
-/** Usage summed (unknown when neither side reported any). */
-function addUsage(sum: Usage | undefined, usage: Usage | undefined): Usage | undefined {
-  if (!usage) return sum
-  if (!sum) return usage
-  return {
-    inputTokens: sum.inputTokens + usage.inputTokens,
-    outputTokens: sum.outputTokens + usage.outputTokens,
-    ...(sum.reasoningTokens !== undefined || usage.reasoningTokens !== undefined ? { reasoningTokens: (sum.reasoningTokens ?? 0) + (usage.reasoningTokens ?? 0) } : {}),
-    ...(sum.cachedInputTokens !== undefined || usage.cachedInputTokens !== undefined ? { cachedInputTokens: (sum.cachedInputTokens ?? 0) + (usage.cachedInputTokens ?? 0) } : {}),
-  }
-}
 
 const ignore = () => {}
 

@@ -114,7 +114,11 @@ class GuardrailRun {
     return body === parsed.upstreamBody ? parsed : { ...parsed, upstreamBody: body, raw: undefined }
   }
 
-  /** The answer is guarded where there are output rules, or placeholders to put back (an embeddings list has neither). */
+  /**
+   * The answer is guarded where there are output rules, or placeholders to put back (an embeddings
+   * list has neither). Set from `rewrite`, while the chain is opening: the answer path reads a run's
+   * hooks once every stage is open, so a request with nothing to put back keeps the pass-through.
+   */
   private guardAnswer() {
     if (this.form === 'embeddings' || (this.settings.output.length === 0 && this.placeholders.size === 0)) return
     const guard: OutputGuard = { rules: this.settings.output, enforce: this.enforce, placeholders: this.placeholders, findings: this.findings }
