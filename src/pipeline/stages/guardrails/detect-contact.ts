@@ -3,14 +3,13 @@
  * dispatches; each function returns the spans sorted and non-overlapping).
  */
 import { findPhoneNumbersInText, parsePhoneNumberFromString, PhoneNumber } from 'libphonenumber-js/max'
-import { type Found, isDigit, isAlnum, at, disjoint, digitsAt } from './detect-text'
+import { type Found, isDigit, isAlnum, at, disjoint, digitsAt, digitRuns } from './detect-text'
 
 // email: a local part of up to 64 of [A-Za-z0-9._%+-] (not starting or ending with a dot), `@`,
 // one or more DNS labels and a TLD of 2+ letters. `user@localhost`, `@mention`, `a@b` and
 // `icon@2x.png` (a TLD that is a file extension, not a delegated TLD) are not addresses.
 
 const isLocalChar = (code: number) => isAlnum(code) || code === 46 || code === 95 || code === 37 || code === 43 || code === 45
-const emailDomain = /(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+([A-Za-z]{2,24})(?![A-Za-z0-9-])/y
 const fileExtensions = new Set(['png', 'jpg', 'jpeg', 'gif', 'svg', 'webp', 'ico', 'bmp', 'avif', 'css', 'js', 'mjs', 'cjs', 'ts', 'tsx', 'jsx', 'json', 'yaml', 'yml', 'txt', 'html', 'htm', 'xml', 'lock', 'map', 'wasm'])
 
 export function detectEmails(text: string): Found[] {
@@ -26,12 +25,11 @@ export function detectEmails(text: string): Found[] {
     const tooLong = atSign - start > 64 || (start > previousEnd && isLocalChar(at(text, start - 1)))
     while (start < atSign && at(text, start) === 46) start++ // no leading dot
     if (!tooLong && start < atSign && at(text, atSign - 1) !== 46) {
-      emailDomain.lastIndex = atSign + 1
-      const domain = emailDomain.exec(text)
-      if (domain && !fileExtensions.has(domain[1]!.toLowerCase())) {
-        next = atSign + 1 + domain[0].length
-        found.push({ start, end: next })
-        previousEnd = next
+      const end = domainEnd(text, atSign + 1)
+      if (end > 0) {
+        next = end
+        found.push({ start, end })
+        previousEnd = end
       }
     }
     atSign = text.indexOf('@', next)
@@ -39,14 +37,49 @@ export function detectEmails(text: string): Found[] {
   return found
 }
 
+const isLabelChar = (code: number) => isAlnum(code) || code === 45
+
+/**
+ * Where the domain of an address starting at `from` ends, or -1: DNS labels (1-63 of [A-Za-z0-9-],
+ * not starting or ending with `-`) each followed by a dot, then a TLD of 2-24 letters not followed
+ * by a label character and not a file extension. The labels are taken as far as they go, then the
+ * last of them after which a TLD stands is where the domain ends (`a@b.example.com2` is
+ * `a@b.example`).
+ */
+function domainEnd(text: string, from: number): number {
+  // Each label's end (a dot follows it), while the labels hold.
+  let dots: number[] | undefined
+  let i = from
+  for (;;) {
+    let end = i
+    while (isLabelChar(at(text, end))) end++
+    const length = end - i
+    if (length === 0 || length > 63 || at(text, end) !== 46 || at(text, i) === 45 || at(text, end - 1) === 45) break
+    ;(dots ??= []).push(end)
+    i = end + 1
+  }
+  if (!dots) return -1
+  for (let k = dots.length - 1; k >= 0; k--) {
+    const tld = dots[k]! + 1
+    let end = tld
+    while (isLetter(at(text, end))) end++
+    if (end - tld < 2 || end - tld > 24 || isLabelChar(at(text, end))) continue
+    return fileExtensions.has(text.slice(tld, end).toLowerCase()) ? -1 : end
+  }
+  return -1
+}
+
+const isLetter = (code: number) => (code >= 65 && code <= 90) || (code >= 97 && code <= 122)
+
 // phone: libphonenumber-js with its full ("max") metadata decides: a number is taken only when it
 // is valid in its country's numbering plan (not merely of a possible length): international forms
 // with `+` (`+14155552671`, `+44 20 7946 0958`) and the national forms of the default country, the
 // US (`(415) 555-2671`, `415-555-2671`, `415.555.2671`, `415 555 2671`, `4155552671`, with or without
 // a leading 1). Ordinary numbers (123456, 2024-01-15, 1.2.3, 1,234,567, ids) are not valid.
 //
-// Parsing with the library costs 20-50 µs a call on Bun, so it never sees the whole text: a regex
-// finds runs of digits and phone punctuation, and within a run only two kinds of place are checked.
+// Parsing with the library costs 20-50 µs a call on Bun, so it never sees the whole text: runs of
+// digits and phone punctuation are found from the text's digit runs, and within a run only two
+// kinds of place are checked.
 // Digits shaped as a NANP number (10 digits, or 3-3-4 groups, after an optional 1; area code and
 // exchange [2-9]XX), not glued to a word, are validated as +1 numbers by the library's PhoneNumber
 // (about 10 µs; a number the US plan refuses is then parsed in full, 30-40 µs, for Canada and the
@@ -55,8 +88,6 @@ export function detectEmails(text: string): Found[] {
 // (bounded; NANP ones per area code and exchange), so a conversation's history sent again, or
 // another number of the same exchange, costs a map lookup.
 
-const phoneRun = /\+?\(?\d[\d \t().\-/\u00a0\u2010-\u2015\u2212]{5,}\d/g
-const phoneExtension = /[ \t]*[,;]?[ \t]*(?:ext\.?|extension|x)[ \t]*\d{1,7}/iy
 const cacheSize = 2048
 const internationalCache = new Map<string, readonly Found[]>()
 const nanpCache = new Map<string, boolean>()
@@ -65,10 +96,18 @@ const internationalSpan = 24
 
 export function detectPhones(text: string): Found[] {
   let found: Found[] | undefined
-  phoneRun.lastIndex = 0
-  for (let run = phoneRun.exec(text); run; run = phoneRun.exec(text)) {
-    const runStart = run.index
-    const runEnd = runStart + run[0].length
+  const { count, starts, ends } = digitRuns(text)
+  let r = 0
+  while (r < count) {
+    // A run: digit runs with only phone punctuation between them, 7 characters or more from the
+    // first digit to the last, opened by a `+` (or `+(`) written right before it.
+    const first = starts[r]!
+    let last = r
+    while (last + 1 < count && onlyPhonePunctuation(text, ends[last]!, starts[last + 1]!)) last++
+    const runEnd = ends[last]!
+    r = last + 1
+    if (runEnd - first < 7) continue
+    const runStart = at(text, first - 1) === 43 ? first - 1 : at(text, first - 1) === 40 && at(text, first - 2) === 43 ? first - 2 : first
     let i = runStart
     if (at(text, i) === 43) {
       const numbers = internationalAround(text, i, Math.min(runEnd, i + 1 + internationalSpan), runEnd)
@@ -94,13 +133,57 @@ export function detectPhones(text: string): Found[] {
       }
       const start = at(text, i - 1) === 40 ? i - 1 : i // the ( of (415)
       if (!gluedNumber(text, start, end) && validNanp(text, i, end)) {
-        phoneExtension.lastIndex = end
-        ;(found ??= []).push({ start, end: phoneExtension.test(text) ? phoneExtension.lastIndex : end })
+        const extension = extensionEnd(text, end)
+        ;(found ??= []).push({ start, end: extension > 0 ? extension : end })
       }
       i = end
     }
   }
   return found ? disjoint(found) : []
+}
+
+/** Whether a character may stand between a phone number's digits: space, tab, `().-/`, no-break space, dashes, minus. */
+const isPhonePunctuation = (code: number) =>
+  code === 32 || code === 9 || code === 40 || code === 41 || code === 46 || code === 45 || code === 47 || code === 0xa0 || (code >= 0x2010 && code <= 0x2015) || code === 0x2212
+
+/** Whether [from, to) holds only phone punctuation. */
+function onlyPhonePunctuation(text: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (!isPhonePunctuation(text.charCodeAt(i))) return false
+  return true
+}
+
+/** Whether the letters at `from` spell `word` (lower case), in any case. */
+function spells(text: string, from: number, word: string): boolean {
+  for (let k = 0; k < word.length; k++) if ((text.charCodeAt(from + k) | 32) !== word.charCodeAt(k)) return false
+  return true
+}
+
+const skipBlanks = (text: string, from: number) => {
+  let i = from
+  while (at(text, i) === 32 || at(text, i) === 9) i++
+  return i
+}
+
+/**
+ * Where an extension written after a number ending at `from` ends (`, ext. 12`, ` x12`,
+ * `; extension 7`: blanks, an optional `,` or `;`, `ext`, `ext.`, `extension` or `x` in any case,
+ * blanks and 1-7 digits), or -1.
+ */
+function extensionEnd(text: string, from: number): number {
+  let i = skipBlanks(text, from)
+  if (at(text, i) === 44 || at(text, i) === 59) i++
+  i = skipBlanks(text, i)
+  const digitsAfter = (word: number) => {
+    const digits = skipBlanks(text, word)
+    const length = digitsAt(text, digits)
+    return length > 0 ? digits + Math.min(length, 7) : -1
+  }
+  if (spells(text, i, 'ext')) {
+    const end = digitsAfter(at(text, i + 3) === 46 ? i + 4 : i + 3)
+    if (end > 0) return end
+    return spells(text, i, 'extension') ? digitsAfter(i + 9) : -1
+  }
+  return (at(text, i) | 32) === 120 ? digitsAfter(i + 1) : -1
 }
 
 /** Whether a number is part of a longer token: a word or a dotted or dashed run of digits. */
@@ -137,8 +220,8 @@ function internationalAround(text: string, from: number, to: number, runEnd: num
   const windowStart = Math.max(0, from - 1)
   let windowEnd = to + 1
   if (to === runEnd) {
-    phoneExtension.lastIndex = to
-    if (phoneExtension.test(text)) windowEnd = phoneExtension.lastIndex + 1
+    const extension = extensionEnd(text, to)
+    if (extension > 0) windowEnd = extension + 1
   }
   const window = text.slice(windowStart, windowEnd)
   let numbers = internationalCache.get(window)

@@ -3,22 +3,41 @@
  * IBANs (country format and mod-97) and US social security numbers.
  */
 import { getCountrySpecifications, isValidIBAN } from 'ibantools'
-import { type Found, isDigit, isUpper, isAlnum, isWord, at, countDigits } from './detect-text'
+import { type Found, isDigit, isUpper, isAlnum, isWord, at, digitRuns } from './detect-text'
 
 // credit_card: 13-19 digits, in one run or printed in groups (4-4-4-4, 4-4-4-4-3, 4-6-5, 4-6-4)
 // separated by single spaces or single dashes (one kind per number), passing Luhn, with a known
 // issuer prefix and length. A run glued to a letter, to a longer digit run or to a decimal point is
 // not a card.
 
-const cardSpan = /\d[\d -]{11,}\d/g
-
 export function detectCards(text: string): Found[] {
   const found: Found[] = []
-  cardSpan.lastIndex = 0
-  for (let span = cardSpan.exec(text); span; span = cardSpan.exec(text)) {
-    if (countDigits(span[0], 0) >= 13) scanCardSpan(text, span.index, span.index + span[0].length, found)
+  const { count, starts, ends } = digitRuns(text)
+  // A span: digit runs with only spaces and dashes between them (what `\d[\d -]{11,}\d` takes),
+  // 13 characters or more holding 13 digits or more.
+  let r = 0
+  while (r < count) {
+    const from = starts[r]!
+    let digits = ends[r]! - from
+    let last = r
+    while (last + 1 < count && onlySeparators(text, ends[last]!, starts[last + 1]!)) {
+      last++
+      digits += ends[last]! - starts[last]!
+    }
+    const to = ends[last]!
+    if (digits >= 13 && to - from >= 13) scanCardSpan(text, from, to, found)
+    r = last + 1
   }
   return found
+}
+
+/** Whether [from, to) holds only spaces and dashes. */
+function onlySeparators(text: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const code = text.charCodeAt(i)
+    if (code !== 32 && code !== 45) return false
+  }
+  return true
 }
 
 /** The groups of digits in [from, to), split where the separator is not a single space or dash. */
@@ -67,48 +86,46 @@ function matchCardGroups(text: string, groups: number[], seps: number[], found: 
   }
 }
 
+/** The length of group `k` (groups holds each group's start and end). */
+const groupLength = (groups: number[], k: number) => groups[2 * k + 1]! - groups[2 * k]!
+
 /**
  * The last group of a card number starting at group `s`, or -1: one run of 13-19 digits, groups
  * of four (the last of 1-4: 4-4-4-4, 4-4-4-4-3), or American Express's and Diners Club's 4-6-5 and
  * 4-6-4; the separators all the same; the longest that passes.
  */
-/** The length of group `k` (groups holds each group's start and end). */
-const groupLength = (groups: number[], k: number) => groups[2 * k + 1]! - groups[2 * k]!
-/** The digits of group `k`. */
-const groupDigits = (text: string, groups: number[], k: number) => text.slice(groups[2 * k]!, groups[2 * k + 1]!)
-
 function cardAt(text: string, groups: number[], seps: number[], s: number, last: number): number {
   const firstLength = groupLength(groups, s)
-  if (firstLength >= 13) return firstLength <= 19 && isCardNumber(groupDigits(text, groups, s)) ? s : -1
+  if (firstLength >= 13) return firstLength <= 19 && isCardNumber(text, groups, s, s, firstLength) ? s : -1
   if (firstLength !== 4 || s === last) return -1
   const separator = seps[s + 1]
   if (s + 2 <= last && groupLength(groups, s + 1) === 6 && seps[s + 2] === separator) {
     const third = groupLength(groups, s + 2)
-    if ((third === 5 || third === 4) && isCardNumber(groupDigits(text, groups, s) + groupDigits(text, groups, s + 1) + groupDigits(text, groups, s + 2))) return s + 2
+    if ((third === 5 || third === 4) && isCardNumber(text, groups, s, s + 2, 10 + third)) return s + 2
   }
-  let digits = groupDigits(text, groups, s)
+  let digits = firstLength
   let best = -1
   for (let e = s + 1; e <= last && e - s <= 4 && seps[e] === separator; e++) {
     const size = groupLength(groups, e)
     if (size > 4) break
-    digits += groupDigits(text, groups, e)
-    if (digits.length >= 13 && isCardNumber(digits)) best = e
+    digits += size
+    if (digits >= 13 && isCardNumber(text, groups, s, e, digits)) best = e
     if (size !== 4) break
   }
   return best
 }
 
-function isCardNumber(digits: string): boolean {
-  return issuerAccepts(digits) && luhn(digits)
+/** Whether the `length` digits of groups s..e (the first of four digits or more) are a card's number. */
+function isCardNumber(text: string, groups: number[], s: number, e: number, length: number): boolean {
+  return issuerAccepts(text, groups[2 * s]!, length) && luhn(text, groups, s, e)
 }
 
-/** Whether a known issuer (IIN ranges) issues numbers with this prefix and length. */
-function issuerAccepts(digits: string): boolean {
-  const n = digits.length
+/** Whether a known issuer (IIN ranges) issues numbers of length `n` whose first four digits are at `from`. */
+function issuerAccepts(text: string, from: number, n: number): boolean {
   // The prefixes as numbers, from the character codes (no slices on the serving thread's path).
-  const p2 = (digits.charCodeAt(0) - 48) * 10 + (digits.charCodeAt(1) - 48)
-  const p3 = p2 * 10 + (digits.charCodeAt(2) - 48)
-  const p4 = p3 * 10 + (digits.charCodeAt(3) - 48)
+  const p2 = (text.charCodeAt(from) - 48) * 10 + (text.charCodeAt(from + 1) - 48)
+  const p3 = p2 * 10 + (text.charCodeAt(from + 2) - 48)
+  const p4 = p3 * 10 + (text.charCodeAt(from + 3) - 48)
   if (p2 >= 40 && p2 <= 49) return n === 13 || n === 16 || n === 19 // Visa
   if ((p2 >= 51 && p2 <= 55) || (p4 >= 2221 && p4 <= 2720)) return n === 16 // Mastercard
   if (p2 === 34 || p2 === 37) return n === 15 // American Express
@@ -121,17 +138,20 @@ function issuerAccepts(digits: string): boolean {
   return false
 }
 
-function luhn(digits: string): boolean {
+/** The Luhn check over the digits of groups s..e, read from the last. */
+function luhn(text: string, groups: number[], s: number, e: number): boolean {
   let sum = 0
   let double = false
-  for (let i = digits.length - 1; i >= 0; i--) {
-    let digit = digits.charCodeAt(i) - 48
-    if (double) {
-      digit *= 2
-      if (digit > 9) digit -= 9
+  for (let k = e; k >= s; k--) {
+    for (let i = groups[2 * k + 1]! - 1; i >= groups[2 * k]!; i--) {
+      let digit = text.charCodeAt(i) - 48
+      if (double) {
+        digit *= 2
+        if (digit > 9) digit -= 9
+      }
+      sum += digit
+      double = !double
     }
-    sum += digit
-    double = !double
   }
   return sum % 10 === 0
 }
@@ -141,25 +161,30 @@ function luhn(digits: string): boolean {
 // the country's IBAN; ibantools then checks the country's BBAN format, its national check digits
 // where it knows them, and the mod-97 checksum (a bad checksum is not an IBAN). Upper case only.
 
-const ibanLengths = new Map<string, number>()
+/** The IBAN length of each country (by its two letters' index, 26 × first + second), 0 where there is none. */
+const ibanLengths = new Uint8Array(26 * 26)
 for (const [code, spec] of Object.entries(getCountrySpecifications())) {
-  if (spec.chars && spec.bban_regexp) ibanLengths.set(code, spec.chars)
+  if (spec.chars && spec.bban_regexp && /^[A-Z]{2}$/.test(code)) ibanLengths[(code.charCodeAt(0) - 65) * 26 + code.charCodeAt(1) - 65] = spec.chars
 }
-const ibanStart = /[A-Z]{2}\d{2}/g
 
 export function detectIbans(text: string): Found[] {
   const found: Found[] = []
-  ibanStart.lastIndex = 0
-  for (let head = ibanStart.exec(text); head; head = ibanStart.exec(text)) {
-    const start = head.index
-    const length = ibanLengths.get(head[0].slice(0, 2))
-    if (length === undefined || isAlnum(at(text, start - 1))) continue
+  const { count, starts, ends } = digitRuns(text)
+  // A country code's two capitals then the run of digits the check digits open.
+  for (let r = 0; r < count; r++) {
+    const digits = starts[r]!
+    const start = digits - 2
+    if (ends[r]! - digits < 2 || start < 0 || (found.length > 0 && start < found[found.length - 1]!.end)) continue
+    const first = at(text, start)
+    const second = at(text, start + 1)
+    if (!isUpper(first) || !isUpper(second) || isAlnum(at(text, start - 1))) continue
+    const length = ibanLengths[(first - 65) * 26 + second - 65]!
+    if (length === 0) continue
     const end = ibanEnd(text, start, length)
     if (end < 0) continue
     const compact = text.slice(start, end).replaceAll(' ', '')
     if (!validIban(compact)) continue
     found.push({ start, end })
-    ibanStart.lastIndex = end
   }
   return found
 }
@@ -225,29 +250,34 @@ function ibanEnd(text: string, start: number, length: number): number {
 // well-known advertising number 123-45-6789 (never issued) is still taken: it is the number people
 // test a guardrail with, and masking a sample costs nothing.
 
-// Two alternatives rather than a backreference to the first separator: a backreference keeps the
-// regex off the engine's compiled path.
-const ssnPattern = /\d{3}(?:-\d{2}-| \d{2} )\d{4}/g
-
 export function detectSsns(text: string): Found[] {
   const found: Found[] = []
-  ssnPattern.lastIndex = 0
-  for (let m = ssnPattern.exec(text); m; m = ssnPattern.exec(text)) {
-    const start = m.index
-    const end = start + m[0].length
+  const { count, starts, ends } = digitRuns(text)
+  // Three runs of 3, 2 and 4 digits (the last may run on: then it is glued, below), each separated
+  // by the same single dash or space.
+  for (let r = 0; r + 2 < count; r++) {
+    const start = starts[r]!
+    if (ends[r]! - start !== 3) continue
+    const separator = at(text, start + 3)
+    if ((separator !== 45 && separator !== 32) || starts[r + 1] !== start + 4 || ends[r + 1] !== start + 6) continue
+    if (at(text, start + 6) !== separator || starts[r + 2] !== start + 7 || ends[r + 2]! - start < 11) continue
+    const end = start + 11
     const before = at(text, start - 1)
     const after = at(text, end)
     // Not part of a longer token: a word, a longer digit run, a dashed id, a decimal.
-    if (isWord(before) || before === 45 || ((before === 46 || before === 44) && isDigit(at(text, start - 2)))) {
-      ssnPattern.lastIndex = start + 1
-      continue
-    }
+    if (isWord(before) || before === 45 || ((before === 46 || before === 44) && isDigit(at(text, start - 2)))) continue
     if (isWord(after) || after === 45 || ((after === 46 || after === 44) && isDigit(at(text, end + 1)))) continue
-    const area = text.slice(start, start + 3)
-    const group = text.slice(start + 4, start + 6)
-    const serial = text.slice(start + 7, end)
-    if (area === '000' || area === '666' || area[0] === '9' || group === '00' || serial === '0000') continue
+    const area = serialAt(text, start, 3)
+    if (area === 0 || area === 666 || area >= 900 || serialAt(text, start + 4, 2) === 0 || serialAt(text, start + 7, 4) === 0) continue
     found.push({ start, end })
+    r += 2
   }
   return found
+}
+
+/** The number the `length` digits at `from` spell. */
+function serialAt(text: string, from: number, length: number): number {
+  let value = 0
+  for (let i = from; i < from + length; i++) value = value * 10 + text.charCodeAt(i) - 48
+  return value
 }

@@ -2,7 +2,7 @@
  * The guardrail detector of IP addresses: IPv4 dotted quads and IPv6 (validated by ipaddr.js).
  */
 import ipaddr from 'ipaddr.js'
-import { type Found, isDigit, isUpper, isLower, isWord, at, disjoint } from './detect-text'
+import { type Found, isDigit, isUpper, isLower, isWord, at, digitRuns, disjoint } from './detect-text'
 
 // ip_address: IPv4 dotted quads with each octet 0-255 without leading zeros, not glued to a letter,
 // digit, `_` or dot on the left (`v1.2.3.4`, the tail of `1.2.3.4.5`) nor followed by `.digit` or a
@@ -11,7 +11,6 @@ import { type Found, isDigit, isUpper, isLower, isWord, at, disjoint } from './d
 // compressed form needs a decimal digit somewhere (`A::B` is Ruby, not an address) and times such
 // as `12:30:45` are not addresses.
 
-const ipv4Pattern = /\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}/g
 const versionWords = new Set(['version', 'ver', 'release', 'build', 'rev', 'revision', 'firmware', 'v'])
 
 /** Whether the word before `start` (past spaces and `.:#=-`) names a version: `version 1.2.3.4`. */
@@ -41,30 +40,47 @@ export function detectIpAddresses(text: string): Found[] {
 }
 
 function findIpv4(text: string, found: Found[]): void {
-  ipv4Pattern.lastIndex = 0
-  for (let m = ipv4Pattern.exec(text); m; m = ipv4Pattern.exec(text)) {
-    const start = m.index
-    const end = start + m[0].length
+  const { count, starts, ends } = digitRuns(text)
+  let r = 0
+  while (r + 3 < count) {
+    // Four runs of 1-3 digits, each of the first three followed by a dot and the next run (the last
+    // may run on: then it is glued, below).
+    const start = starts[r]!
+    if (!quadAt(text, starts, ends, r)) {
+      r++
+      continue
+    }
+    const end = starts[r + 3]! + Math.min(3, ends[r + 3]! - starts[r + 3]!)
     const before = at(text, start - 1)
     const after = at(text, end)
     // Glued to a word or to a longer dotted run (`v1.2.3.4`, `1.2.3.4.5`, `1.2.3.4567`): skip all of it.
     if (isWord(before) || before === 46 || isWord(after) || (after === 46 && isDigit(at(text, end + 1)))) {
       let skip = end
       while (isWord(at(text, skip)) || (at(text, skip) === 46 && isDigit(at(text, skip + 1)))) skip++
-      ipv4Pattern.lastIndex = skip
+      while (r < count && starts[r]! < skip) r++
       continue
     }
-    if (!validOctets(m[0]) || afterVersionWord(text, start)) continue
+    r += 4
+    if (!validOctets(text, start, end) || afterVersionWord(text, start)) continue
     found.push({ start, end })
   }
 }
 
-/** Each of the four parts 0-255, without a leading zero. */
-function validOctets(quad: string): boolean {
+/** Whether runs r..r+3 are a dotted quad's: 1-3 digits each, the first three followed by a dot and the next. */
+function quadAt(text: string, starts: Int32Array, ends: Int32Array, r: number): boolean {
+  for (let k = r; k < r + 3; k++) {
+    const end = ends[k]!
+    if (end - starts[k]! > 3 || at(text, end) !== 46 || starts[k + 1] !== end + 1) return false
+  }
+  return true
+}
+
+/** Each of the four parts of the quad in [start, end) 0-255, without a leading zero. */
+function validOctets(text: string, start: number, end: number): boolean {
   let value = 0
   let length = 0
-  for (let i = 0; i <= quad.length; i++) {
-    const code = quad.charCodeAt(i)
+  for (let i = start; i <= end; i++) {
+    const code = i < end ? text.charCodeAt(i) : 46
     if (code >= 48 && code <= 57) {
       if (length === 1 && value === 0) return false
       value = value * 10 + code - 48
