@@ -47,8 +47,25 @@ export function storedValueOf(raw: RawValue): string | undefined {
   return stored ? JSON.stringify(stored) : undefined
 }
 
+/**
+ * The answers of entries read lately, decoded: the store hands the same entry object to each hit
+ * on an entry it holds in memory (CacheStore's recent entries), so its JSON is parsed once, not on
+ * every hit. Nothing downstream changes a stored answer: a hit's answer is a copy with fresh ids.
+ */
+const decoded = new WeakMap<CachedEntry, StoredAnswer>()
+
 /** An entry's answer; undefined when it cannot be read (then it is a miss). */
 export function readStored(entry: CachedEntry): StoredAnswer | undefined {
+  if (entry.raw) return parseStored(entry)
+  let stored = decoded.get(entry)
+  if (stored === undefined) {
+    stored = parseStored(entry)
+    if (stored !== undefined) decoded.set(entry, stored)
+  }
+  return stored
+}
+
+function parseStored(entry: CachedEntry): StoredAnswer | undefined {
   try {
     if (entry.raw) return storedAnswerOfRaw(entry.raw)
     if (entry.value === undefined) return undefined
