@@ -5,6 +5,7 @@
  * open until the router lets go. Requests are recorded with their parsed bodies. Builders write the
  * chat and Responses streams of an answer piece by piece.
  */
+import { afterAll, beforeAll, beforeEach } from 'bun:test'
 import { gatewayOverrideSlug } from '../../src/gateways/catalog'
 import { storeProvider } from './api'
 import { startTestServer, type TestServer } from './server'
@@ -206,4 +207,22 @@ export async function startScriptedService<K extends string>(kinds: Record<K, st
       for (const gateway of Object.values<ScriptGateway>(gateways)) gateway.close()
     },
   }
+}
+
+/**
+ * A suite's scripted service: started before its tests and handed to `use` (which keeps what the
+ * tests read), its gateways' recorded requests forgotten before each test, stopped after the last.
+ */
+export function useScriptedService<K extends string>(
+  kinds: Record<K, string | { gateway: string; gapMs: number }>,
+  use: (service: ScriptedService<K>) => void | Promise<void>,
+  environment: Record<string, string> = {},
+): void {
+  let service: ScriptedService<K> | undefined
+  beforeAll(async () => {
+    service = await startScriptedService(kinds, environment)
+    await use(service)
+  })
+  afterAll(() => service?.[Symbol.asyncDispose]())
+  beforeEach(() => service?.reset())
 }

@@ -7,29 +7,20 @@
  * blocks; monitor mode; the row's findings (never the matched text) and the metric; moderation
  * through a gateway's /moderations (flagged, clean, unavailable), its call logged.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
 import type { TestServer } from '../harness/server'
 import { logRowOf } from '../harness/request-log'
 import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
 import { parseClientSse } from '../harness/client-sse'
-import { chatStream, responsesStream, sseRecord, startScriptedService, type ScriptGateway, type ScriptedService, type ScriptRequest } from '../harness/script-gateway'
+import { chatStream, responsesStream, sseRecord, useScriptedService, type ScriptGateway, type ScriptRequest } from '../harness/script-gateway'
 
 const kinds = { chat: 'together', moderation: 'openai' } as const
 type Kind = keyof typeof kinds
 let gateways: Record<Kind, ScriptGateway>
 let providers: Record<Kind, string>
 let server: TestServer
-let service: ScriptedService<Kind>
-
-beforeAll(async () => {
-  service = await startScriptedService(kinds)
-  ;({ server, gateways, providers } = service)
-})
-
-afterAll(() => service?.[Symbol.asyncDispose]())
-
-beforeEach(() => service.reset())
+useScriptedService(kinds, (service) => void ({ server, gateways, providers } = service))
 
 const personal = {
   mode: 'enforce',

@@ -5,7 +5,7 @@
  * continuation's finish and usage. In each case the first target's stream is cut after a few text
  * chunks, and the plan's next target (a scripted upstream on 127.0.0.1) answers the rest.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import OpenAI from 'openai'
 import Anthropic from '@anthropic-ai/sdk'
 import { streamText } from 'ai'
@@ -14,7 +14,7 @@ import { createAnthropic } from '@ai-sdk/anthropic'
 import type { TestServer } from '../harness/server'
 import { createInferenceKey } from '../harness/api'
 import { continueInstruction } from '../../src/pipeline/stages/continuation/request'
-import { chatStream, responsesStream, startScriptedService, type ScriptGateway, type ScriptedService } from '../harness/script-gateway'
+import { chatStream, responsesStream, useScriptedService, type ScriptGateway } from '../harness/script-gateway'
 
 /** Gateway kinds that take no prefill (catalog data): the first target, and the one that continues it. */
 const kinds = { first: 'together', second: 'fireworks' } as const
@@ -23,16 +23,7 @@ type Kind = keyof typeof kinds
 let gateways: Record<Kind, ScriptGateway>
 let providers: Record<Kind, string>
 let server: TestServer
-let service: ScriptedService<Kind>
-
-beforeAll(async () => {
-  service = await startScriptedService(kinds)
-  ;({ server, gateways, providers } = service)
-})
-
-afterAll(() => service?.[Symbol.asyncDispose]())
-
-beforeEach(() => service.reset())
+useScriptedService(kinds, (service) => void ({ server, gateways, providers } = service))
 
 /** A key routed first → second with continuation on (one hop). */
 async function continuedKey(shape: 'chat' | 'messages'): Promise<{ id: string; secret: string }> {

@@ -16,7 +16,7 @@
  * resets, so on a busy machine a reset just after the last piece can take pieces with it and the
  * text before the break would depend on timing.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
 import { logRowOf } from '../harness/request-log'
 import { parseClientSse } from '../harness/client-sse'
@@ -24,7 +24,7 @@ import { until } from '../harness/until'
 import { continueInstruction } from '../../src/pipeline/stages/continuation/request'
 import { addedBytes, measurePrompt, outputBound, worstCaseNano } from '../../src/pipeline/limits/worst-case'
 import type { ModelPricing } from '../../src/gateways/model-prices'
-import { chatStream, startScriptedService, withoutComments, type ScriptedService } from '../harness/script-gateway'
+import { chatStream, useScriptedService, withoutComments, type ScriptedService } from '../harness/script-gateway'
 
 const MODEL = 'openai/gpt-4o-mini'
 const question = [{ role: 'user', content: 'Tell me about the sea.' }]
@@ -34,10 +34,9 @@ type Kind = 'together' | 'fireworks' | 'openrouter'
 
 type Env = ScriptedService<Kind>
 
-/** A test server whose gateway kinds are scripted upstreams, each with its own gap between pieces. */
-function startEnv(gaps: Partial<Record<Kind, number>>, environment: Record<string, string> = {}): Promise<Env> {
-  const kinds = Object.fromEntries(Object.entries(gaps).map(([kind, gapMs]) => [kind, { gateway: kind, gapMs: gapMs as number }])) as Record<Kind, { gateway: string; gapMs: number }>
-  return startScriptedService(kinds, environment)
+/** Scripted upstreams of these gateway kinds, each with its own gap between pieces. */
+function gapKinds(gaps: Partial<Record<Kind, number>>): Record<Kind, { gateway: string; gapMs: number }> {
+  return Object.fromEntries(Object.entries(gaps).map(([kind, gapMs]) => [kind, { gateway: kind, gapMs: gapMs as number }])) as Record<Kind, { gateway: string; gapMs: number }>
 }
 
 /** A key routed over `targets` in order, continuation on (one hop); `limits` set as CONTRACT §11 says. */
@@ -112,8 +111,8 @@ describe('a USD cap and the continuation’s reservation', () => {
     Math.max(...(Object.keys(prices) as Kind[]).map((kind) => worstCaseNano(pricing(kind), measurePrompt(body), outputBound(body, 'chat'), 'chat', addedBytes(body.model, String(body.model)))!))
 
   let env: Env
-  beforeAll(async () => {
-    env = await startEnv({ together: 5, fireworks: 5 })
+  useScriptedService(gapKinds({ together: 5, fireworks: 5 }), async (service) => {
+    env = service
     for (const kind of Object.keys(prices) as Kind[]) {
       env.server.runtime.repositories.gatewayCatalogs.replaceCatalog(kind, Date.now(), [
         { modelId: MODEL, canonicalId: MODEL, object: JSON.stringify({ id: MODEL, pricing: { prompt: String(prices[kind]!.prompt), completion: String(prices[kind]!.completion) } }) },
@@ -121,8 +120,6 @@ describe('a USD cap and the continuation’s reservation', () => {
     }
     await env.server.runtime.snapshots.fresh()
   })
-  afterAll(() => env?.[Symbol.asyncDispose]())
-  beforeEach(() => env.reset())
 
   const body = { model: MODEL, messages: question, stream: true, max_tokens: 1000 }
   const head = ['The sea ', 'is ', 'deep ']
@@ -204,11 +201,7 @@ describe('the request deadline', () => {
   const slowGapMs = 200
   const lateHeadMs = 2500
   let env: Env
-  beforeAll(async () => {
-    env = await startEnv({ together: slowGapMs, fireworks: 5, openrouter: lateHeadMs }, { RT_DEADLINE_MS: String(deadlineMs) })
-  })
-  afterAll(() => env?.[Symbol.asyncDispose]())
-  beforeEach(() => env.reset())
+  useScriptedService(gapKinds({ together: slowGapMs, fireworks: 5, openrouter: lateHeadMs }), (service) => void (env = service), { RT_DEADLINE_MS: String(deadlineMs) })
 
   test('a break after the deadline is not continued: the stream, which the deadline does not cut, ends with stream_aborted; nothing asked of the next target; metric deadline', async () => {
     const key = await continuedKey(env, ['together', 'fireworks'])

@@ -5,13 +5,13 @@
  * own grammar: one start, one text block or output item whose text is whole, one seam comment, one
  * end with the last attempt's usage; breaks in a tool call or reasoning end as without the setting.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import type { TestServer } from '../harness/server'
 import { logRowOf } from '../harness/request-log'
 import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
 import { expectResponsesGrammar, parseClientSse } from '../harness/client-sse'
 import { continueInstruction } from '../../src/pipeline/stages/continuation/request'
-import { chatStream, responsesStream, sseRecord, startScriptedService, withoutComments, type ScriptGateway, type ScriptedService } from '../harness/script-gateway'
+import { chatStream, responsesStream, sseRecord, useScriptedService, withoutComments, type ScriptGateway } from '../harness/script-gateway'
 
 /** `translated`: a gateway that serves Responses by translation to chat (a Responses client on a chat upstream). */
 const kinds = { first: 'together', second: 'fireworks', translated: 'deepseek' } as const
@@ -20,16 +20,7 @@ type Kind = keyof typeof kinds
 let gateways: Record<Kind, ScriptGateway>
 let providers: Record<Kind, string>
 let server: TestServer
-let service: ScriptedService<Kind>
-
-beforeAll(async () => {
-  service = await startScriptedService(kinds, { RT_STREAM_IDLE_MS: '1000' })
-  ;({ server, gateways, providers } = service)
-})
-
-afterAll(() => service?.[Symbol.asyncDispose]())
-
-beforeEach(() => service.reset())
+useScriptedService(kinds, (service) => void ({ server, gateways, providers } = service), { RT_STREAM_IDLE_MS: '1000' })
 
 async function keyFor(shape: string, targets: Kind[] = ['first', 'second']): Promise<string> {
   const key = await createInferenceKey(server, { api_shape: shape, continuation: { max_hops: 1 }, routing: { strategy: 'priority', targets: targets.map((kind) => ({ provider_key_id: providers[kind] })) } })

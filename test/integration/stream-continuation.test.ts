@@ -7,13 +7,13 @@
  * one, and a model that rejects it is asked again without; no continuation inside a tool call or a
  * reasoning block, after `max_hops`, or without the setting. The row lists every attempt.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import type { TestServer } from '../harness/server'
 import { logRowOf } from '../harness/request-log'
 import { bearerHeader, createInferenceKey, httpCall, type CallResult } from '../harness/api'
 import { parseClientSse } from '../harness/client-sse'
 import { continueInstruction } from '../../src/pipeline/stages/continuation/request'
-import { chatStream, sseRecord, startScriptedService, withoutComments, type ScriptGateway, type ScriptedService } from '../harness/script-gateway'
+import { chatStream, sseRecord, useScriptedService, withoutComments, type ScriptGateway } from '../harness/script-gateway'
 
 /** Gateway kinds by how they take a prefill (catalog data): none, a trailing assistant message. */
 const kinds = { first: 'together', plain: 'fireworks', prefill: 'openrouter' } as const
@@ -23,16 +23,7 @@ const idleMs = 1000
 let gateways: Record<Kind, ScriptGateway>
 let providers: Record<Kind, string>
 let server: TestServer
-let service: ScriptedService<Kind>
-
-beforeAll(async () => {
-  service = await startScriptedService(kinds, { RT_STREAM_IDLE_MS: String(idleMs) })
-  ;({ server, gateways, providers } = service)
-})
-
-afterAll(() => service?.[Symbol.asyncDispose]())
-
-beforeEach(() => service.reset())
+useScriptedService(kinds, (service) => void ({ server, gateways, providers } = service), { RT_STREAM_IDLE_MS: String(idleMs) })
 
 async function keyFor(targets: Kind[], continuation: unknown = { max_hops: 1 }, shape = 'chat'): Promise<string> {
   const key = await createInferenceKey(server, { api_shape: shape, continuation, routing: { strategy: 'priority', targets: targets.map((kind) => ({ provider_key_id: providers[kind] })) } })
