@@ -7,36 +7,17 @@
  * reload, off again; read-only, shown without a control.
  * Skipped, with one printed line, where there is no Chromium.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Browser } from 'playwright-core'
-import { launchBrowser, openKeyPage, requireBrowser, saveScreenshot, type OpenedPage } from '../harness/browser'
-import { startTestServer, type TestServer } from '../harness/server'
+import { describe, expect, test } from 'bun:test'
+import { requireBrowser, saveScreenshot, useKeyPages } from '../harness/browser'
+import type { TestServer } from '../harness/server'
 import { createInferenceKey, storeProvider } from '../harness/api'
 import { createManagementKey } from '../../src/management/workspaces'
 
 const chromiumPath = requireBrowser('the dashboard cache browser tests')
 
 describe.skipIf(!chromiumPath)("a key's response cache in the dashboard", () => {
-  let browser: Browser
   let server: TestServer
-  const pages: OpenedPage[] = []
-
-  beforeAll(async () => {
-    server = await startTestServer()
-    browser = await launchBrowser(chromiumPath)
-  }, 30_000)
-
-  afterAll(async () => {
-    for (const opened of pages) await opened.close().catch(() => {})
-    await browser?.close()
-    await server?.[Symbol.asyncDispose]()
-  }, 30_000)
-
-  const keyPage = async (managementKey: string, id: string, name: string) => {
-    const opened = await openKeyPage(browser, server.rootUrl, managementKey, id, name)
-    pages.push(opened)
-    return opened
-  }
+  const keyPage = useKeyPages(chromiumPath, (started) => void (server = started))
   const storedCache = async (id: string) => (await server.call('GET', `/api/v1/keys/${id}`)).body.data.cache
 
   test('on with a TTL and a scope, kept over a reload; a refused TTL changes nothing; the semantic lookup is shown and kept; purge; off', async () => {

@@ -5,36 +5,17 @@
  * reload; a refused rule says why and changes nothing; a rule removed; turned off again; a read-only
  * key sees the rules and no control. Skipped, with one printed line, where there is no Chromium.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import type { Browser } from 'playwright-core'
-import { launchBrowser, openKeyPage, requireBrowser, saveScreenshot, type OpenedPage } from '../harness/browser'
-import { startTestServer, type TestServer } from '../harness/server'
+import { describe, expect, test } from 'bun:test'
+import { requireBrowser, saveScreenshot, useKeyPages } from '../harness/browser'
+import type { TestServer } from '../harness/server'
 import { createInferenceKey, storeProvider } from '../harness/api'
 import { createManagementKey } from '../../src/management/workspaces'
 
 const chromiumPath = requireBrowser('the dashboard guardrails browser tests')
 
 describe.skipIf(!chromiumPath)("a key's guardrails in the dashboard", () => {
-  let browser: Browser
   let server: TestServer
-  const pages: OpenedPage[] = []
-
-  beforeAll(async () => {
-    server = await startTestServer()
-    browser = await launchBrowser(chromiumPath)
-  }, 30_000)
-
-  afterAll(async () => {
-    for (const opened of pages) await opened.close().catch(() => {})
-    await browser?.close()
-    await server?.[Symbol.asyncDispose]()
-  }, 30_000)
-
-  const keyPage = async (managementKey: string, id: string, name: string) => {
-    const opened = await openKeyPage(browser, server.rootUrl, managementKey, id, name)
-    pages.push(opened)
-    return opened
-  }
+  const keyPage = useKeyPages(chromiumPath, (started) => void (server = started))
   const stored = async (id: string) => (await server.call('GET', `/api/v1/keys/${id}`)).body.data.guardrails
 
   test('rules added in the editor are saved and kept over a reload; a refused rule changes nothing; a rule removed; off; read-only sees them', async () => {

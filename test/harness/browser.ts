@@ -10,7 +10,9 @@
  */
 import { existsSync, mkdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import { afterAll, beforeAll } from 'bun:test'
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import { startTestServer, type TestServer } from './server'
 
 const repoRoot = resolve(import.meta.dir, '../..')
 
@@ -131,4 +133,30 @@ export async function openKeyPage(browser: Browser, rootUrl: string, managementK
   await page.evaluate((hash) => (location.hash = hash), `#/keys/${id}`)
   await page.getByRole('heading', { level: 2, name }).waitFor()
   return opened
+}
+
+/**
+ * A suite of tests of a key's page: a test server (handed to `use`) and Chromium started before
+ * them; every page opened closed, and both stopped, after them. Returns the function that signs in
+ * and opens a key's page.
+ */
+export function useKeyPages(chromiumPath: string | undefined, use: (server: TestServer) => void): (managementKey: string, id: string, name: string) => Promise<OpenedPage> {
+  let browser: Browser | undefined
+  let server: TestServer | undefined
+  const pages: OpenedPage[] = []
+  beforeAll(async () => {
+    server = await startTestServer()
+    use(server)
+    browser = await launchBrowser(chromiumPath)
+  }, 30_000)
+  afterAll(async () => {
+    for (const opened of pages) await opened.close().catch(() => {})
+    await browser?.close()
+    await server?.[Symbol.asyncDispose]()
+  }, 30_000)
+  return async (managementKey, id, name) => {
+    const opened = await openKeyPage(browser!, server!.rootUrl, managementKey, id, name)
+    pages.push(opened)
+    return opened
+  }
 }
