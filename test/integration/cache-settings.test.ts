@@ -10,8 +10,6 @@ import { describe, expect, test } from 'bun:test'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ConfigError, loadConfig } from '../../src/config/env'
 import type { ManagementDeps } from '../../src/management/context'
 import { createManagementKey, createWorkspace } from '../../src/management/workspaces'
@@ -21,21 +19,10 @@ import { chatCompletion } from '../harness/mock-gateway'
 import { startTestServer, type TestServer } from '../harness/server'
 import { baseEnvironment, repoRoot } from '../harness/service-process'
 import { runCli } from '../harness/cli'
+import { withMcp, type ToolResult } from '../harness/mcp-client'
 
 const offView = null
 const defaults = { ttl_seconds: 3600, scope: 'key', semantic: null }
-
-async function withMcp<T>(server: TestServer, run: (client: Client) => Promise<T>, key = server.managementKey): Promise<T> {
-  const client = new Client({ name: 'cache-settings-test', version: '1.0.0' })
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.rootUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }))
-  try {
-    return await run(client)
-  } finally {
-    await client.close()
-  }
-}
-
-type ToolResult = { isError?: boolean; content: { text: string }[] }
 
 /** What management sees of the node's cache (the runtime's NodeCache, or a stand-in). */
 const managementCache = (server: TestServer) => server.runtime as ManagementDeps

@@ -6,25 +6,12 @@
  * keys.set_continuation. The streaming behaviour itself is not tested here.
  */
 import { describe, expect, test } from 'bun:test'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { createManagementKey } from '../../src/management/workspaces'
 import { createInferenceKey } from '../harness/api'
 import { startTestServer, type TestServer } from '../harness/server'
 import { baseEnvironment, repoRoot } from '../harness/service-process'
 import { runCli } from '../harness/cli'
-
-async function withMcp<T>(server: TestServer, run: (client: Client) => Promise<T>): Promise<T> {
-  const client = new Client({ name: 'continuation-settings-test', version: '1.0.0' })
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.rootUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${server.managementKey}` } } }))
-  try {
-    return await run(client)
-  } finally {
-    await client.close()
-  }
-}
-
-type ToolResult = { isError?: boolean; content: { text: string }[] }
+import { withMcp, type ToolResult } from '../harness/mcp-client'
 
 const hopsMessage = 'Invalid continuation.max_hops: expected a whole number from 1 to 3.'
 

@@ -6,26 +6,13 @@
  * audit event keys.set_guardrails. The guardrails' behaviour itself is not tested here.
  */
 import { describe, expect, test } from 'bun:test'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { compileGuardrailPattern } from '../../src/domain/guardrail-pattern'
 import { createManagementKey, createWorkspace } from '../../src/management/workspaces'
 import { createInferenceKey, storeProvider } from '../harness/api'
 import { startTestServer, type TestServer } from '../harness/server'
 import { baseEnvironment, repoRoot } from '../harness/service-process'
 import { runCli } from '../harness/cli'
-
-async function withMcp<T>(server: TestServer, run: (client: Client) => Promise<T>): Promise<T> {
-  const client = new Client({ name: 'guardrail-settings-test', version: '1.0.0' })
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${server.rootUrl}/mcp`), { requestInit: { headers: { authorization: `Bearer ${server.managementKey}` } } }))
-  try {
-    return await run(client)
-  } finally {
-    await client.close()
-  }
-}
-
-type ToolResult = { isError?: boolean; content: { text: string }[] }
+import { withMcp, type ToolResult } from '../harness/mcp-client'
 
 const defaults = { mode: 'enforce', input: [], output: [] }
 const email = { detector: 'email', action: 'mask' }
