@@ -1,7 +1,8 @@
 /** The inference-key operations: list, create, get, update, set limits, set the cache, set continuation, set guardrails, revoke (API), and rotate. */
-import { Type } from '@sinclair/typebox'
+import { Type, type TSchema } from '@sinclair/typebox'
 import { badRequest } from '../errors'
-import { createKey, getKey, listKeys, revokeKey, rotateKey, updateKey } from '../keys'
+import { createKey, getKey, listKeys, revokeKey, rotateKey, updateKey, type KeyView } from '../keys'
+import type { Actor, ManagementDeps } from '../context'
 import { CacheInput, ContinuationInput, GuardrailsInput, KeyCreateInput, KeyOutput, KeyUpdateInput, LimitsInput } from '../schemas'
 import { setKeyCache, type SetCacheInput } from '../cache'
 import { setKeyContinuation, type SetContinuationInput } from '../continuation'
@@ -133,80 +134,68 @@ export const keysSetLimits = {
   },
 } satisfies Operation<IdBody>
 
-export const keysSetCache = {
-  name: 'keys.set_cache',
-  access: 'write',
-  idempotent: true,
+/** The settings of a key kept whole as JSON and set by an operation of their own. */
+type KeySettingField = 'cache' | 'continuation' | 'guardrails'
+
+/**
+ * The operation that sets one of those settings whole (null: off): `keys.set_<field>`, MCP
+ * `set_key_<field>`, the dashboard's PUT /keys/:id/<field> (REST sets it through PATCH /keys/:id).
+ * Its audit event holds the setting as it now stands (defaults filled in; null: off), whatever the
+ * door sent. `offWhat` names what null turns off, in the MCP door's message for a missing value.
+ */
+function keySettingOperation<F extends KeySettingField, I extends { id: string } & { [K in F]: unknown }>(
+  field: F,
+  spec: { run: (deps: ManagementDeps, actor: Actor, input: I) => KeyView; schema: TSchema; description: string; offWhat: string },
+): Operation<I> {
+  const value = Type.Union([spec.schema, Type.Null()])
+  const input = (id: string, setting: unknown) => ({ id, [field]: setting }) as I
+  return {
+    name: `keys.set_${field}`,
+    access: 'write',
+    idempotent: true,
+    run: spec.run,
+    audit: (input, output: Record<F, unknown>, deps) => ({ target: inferenceKey(input.id), changes: { [field]: output[field] }, workspaceId: keyWorkspace(deps, input.id) }),
+    mcp: {
+      tool: `set_key_${field}`,
+      description: spec.description,
+      input: Type.Object({ key_id: Type.String({ description: 'Inference key UUID.' }), [field]: value }),
+      from: (args) => {
+        if (!(field in args)) throw badRequest(`Invalid ${field}: required (an object, or null to turn ${spec.offWhat} off).`)
+        return input(requireString(args, 'key_id'), args[field])
+      },
+    },
+    dashboard: {
+      method: 'PUT',
+      path: `/keys/:id/${field}`,
+      body: Type.Object({ [field]: value }),
+      input: ({ params, body }) => input(params.id!, (body as Record<string, unknown>)[field]),
+    },
+  }
+}
+
+export const keysSetCache = keySettingOperation('cache', {
   run: (deps, actor, input: SetCacheInput) => setKeyCache(deps, actor, input),
-  // The setting as it now stands (defaults filled in; null: off), whatever the door sent.
-  audit: (input, output: { cache: unknown }, deps) => ({ target: inferenceKey(input.id), changes: { cache: output.cache }, workspaceId: keyWorkspace(deps, input.id) }),
-  mcp: {
-    tool: 'set_key_cache',
-    description:
-      "Set an inference key's response cache (replaces the whole setting): {ttl_seconds (1-2592000, default 3600), scope ('key' default, or 'workspace': shared with the workspace's other workspace-scoped keys), semantic (null, or {threshold 0.8-1.0, provider_key_id of an embeddings-capable provider key, model})}; cache null turns it off. Completed answers are then served again to identical requests.",
-    input: Type.Object({ key_id: Type.String({ description: 'Inference key UUID.' }), cache: Type.Union([CacheInput, Type.Null()]) }),
-    from: (args) => {
-      if (!('cache' in args)) throw badRequest('Invalid cache: required (an object, or null to turn the cache off).')
-      return { id: requireString(args, 'key_id'), cache: args.cache }
-    },
-  },
-  dashboard: {
-    method: 'PUT',
-    path: '/keys/:id/cache',
-    body: Type.Object({ cache: Type.Union([CacheInput, Type.Null()]) }),
-    input: ({ params, body }) => ({ id: params.id!, cache: (body as { cache: unknown }).cache }),
-  },
-} satisfies Operation<SetCacheInput>
+  schema: CacheInput,
+  offWhat: 'the cache',
+  description:
+    "Set an inference key's response cache (replaces the whole setting): {ttl_seconds (1-2592000, default 3600), scope ('key' default, or 'workspace': shared with the workspace's other workspace-scoped keys), semantic (null, or {threshold 0.8-1.0, provider_key_id of an embeddings-capable provider key, model})}; cache null turns it off. Completed answers are then served again to identical requests.",
+})
 
-export const keysSetContinuation = {
-  name: 'keys.set_continuation',
-  access: 'write',
-  idempotent: true,
+export const keysSetContinuation = keySettingOperation('continuation', {
   run: (deps, actor, input: SetContinuationInput) => setKeyContinuation(deps, actor, input),
-  // The setting as it now stands (the default filled in; null: off), whatever the door sent.
-  audit: (input, output: { continuation: unknown }, deps) => ({ target: inferenceKey(input.id), changes: { continuation: output.continuation }, workspaceId: keyWorkspace(deps, input.id) }),
-  mcp: {
-    tool: 'set_key_continuation',
-    description:
-      "Set an inference key's mid-stream continuation (replaces the whole setting): {max_hops (1-3, default 1)}; continuation null turns it off. A streamed answer whose stream breaks after text was sent is then continued by the next target of the plan, in the same client stream, at most max_hops times.",
-    input: Type.Object({ key_id: Type.String({ description: 'Inference key UUID.' }), continuation: Type.Union([ContinuationInput, Type.Null()]) }),
-    from: (args) => {
-      if (!('continuation' in args)) throw badRequest('Invalid continuation: required (an object, or null to turn continuation off).')
-      return { id: requireString(args, 'key_id'), continuation: args.continuation }
-    },
-  },
-  dashboard: {
-    method: 'PUT',
-    path: '/keys/:id/continuation',
-    body: Type.Object({ continuation: Type.Union([ContinuationInput, Type.Null()]) }),
-    input: ({ params, body }) => ({ id: params.id!, continuation: (body as { continuation: unknown }).continuation }),
-  },
-} satisfies Operation<SetContinuationInput>
+  schema: ContinuationInput,
+  offWhat: 'continuation',
+  description:
+    "Set an inference key's mid-stream continuation (replaces the whole setting): {max_hops (1-3, default 1)}; continuation null turns it off. A streamed answer whose stream breaks after text was sent is then continued by the next target of the plan, in the same client stream, at most max_hops times.",
+})
 
-export const keysSetGuardrails = {
-  name: 'keys.set_guardrails',
-  access: 'write',
-  idempotent: true,
+export const keysSetGuardrails = keySettingOperation('guardrails', {
   run: (deps, actor, input: SetGuardrailsInput) => setKeyGuardrails(deps, actor, input),
-  // The setting as it now stands (defaults filled in; null: off), whatever the door sent.
-  audit: (input, output: { guardrails: unknown }, deps) => ({ target: inferenceKey(input.id), changes: { guardrails: output.guardrails }, workspaceId: keyWorkspace(deps, input.id) }),
-  mcp: {
-    tool: 'set_key_guardrails',
-    description:
-      "Set an inference key's guardrails (replaces the whole setting): {mode ('enforce' default, or 'monitor': findings only counted), input: [rule], output: [rule]} (at most 32 rules each, default none); guardrails null turns them off. A rule is {detector, action ('mask' or 'block'), name (optional)}; detectors email, phone, credit_card, iban, us_ssn, ip_address, secret, regex (with pattern) and moderation (input only, action block, with provider_key_id of a provider key whose gateway serves /moderations and categories such as hate, harassment, self-harm, sexual, violence, illicit).",
-    input: Type.Object({ key_id: Type.String({ description: 'Inference key UUID.' }), guardrails: Type.Union([GuardrailsInput, Type.Null()]) }),
-    from: (args) => {
-      if (!('guardrails' in args)) throw badRequest('Invalid guardrails: required (an object, or null to turn guardrails off).')
-      return { id: requireString(args, 'key_id'), guardrails: args.guardrails }
-    },
-  },
-  dashboard: {
-    method: 'PUT',
-    path: '/keys/:id/guardrails',
-    body: Type.Object({ guardrails: Type.Union([GuardrailsInput, Type.Null()]) }),
-    input: ({ params, body }) => ({ id: params.id!, guardrails: (body as { guardrails: unknown }).guardrails }),
-  },
-} satisfies Operation<SetGuardrailsInput>
+  schema: GuardrailsInput,
+  offWhat: 'guardrails',
+  description:
+    "Set an inference key's guardrails (replaces the whole setting): {mode ('enforce' default, or 'monitor': findings only counted), input: [rule], output: [rule]} (at most 32 rules each, default none); guardrails null turns them off. A rule is {detector, action ('mask' or 'block'), name (optional)}; detectors email, phone, credit_card, iban, us_ssn, ip_address, secret, regex (with pattern) and moderation (input only, action block, with provider_key_id of a provider key whose gateway serves /moderations and categories such as hate, harassment, self-harm, sexual, violence, illicit).",
+})
 
 export const keysRevoke = {
   name: 'keys.revoke',
